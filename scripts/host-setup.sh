@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Make this machine ready for lair's integration tests: a Docker engine and sshd (for the
+# network-namespace SSH nodes the tests create). Idempotent; needs root on Debian/Ubuntu.
+# Without root or apt it only reports what is missing (the tests that need it then fail loudly).
+set -euo pipefail
+need=()
+command -v dockerd >/dev/null || need+=(docker.io)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ip >/dev/null || need+=(iproute2)
+command -v iptables >/dev/null || need+=(iptables)
+command -v nsenter >/dev/null || need+=(util-linux)
+command -v curl >/dev/null || need+=(curl)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "host-setup: missing ${need[*]} (install them as root)" >&2; exit 1
+  fi
+  timeout 300 apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if ! timeout 5 docker info >/dev/null 2>&1; then
+  # no systemd on CI machines: start the daemon by hand (it creates docker0 + iptables rules itself)
+  setsid dockerd > /var/log/dockerd.log 2>&1 < /dev/null &
+  for _ in $(seq 1 120); do timeout 5 docker info >/dev/null 2>&1 && break; sleep 0.5; done
+  timeout 5 docker info >/dev/null || { echo "host-setup: dockerd did not start" >&2; tail -20 /var/log/dockerd.log >&2; exit 1; }
+fi
+mkdir -p /run/sshd && chmod 0755 /run/sshd
+echo "host-setup: docker $(docker version --format '{{.Server.Version}}') and sshd ready" >&2

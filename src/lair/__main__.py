@@ -1,0 +1,3 @@
+from lair.cli import main
+
+raise SystemExit(main())

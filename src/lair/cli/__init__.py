@@ -1,0 +1,76 @@
+"""The ``lair`` command: argument parsing, one catch point, rendering.
+
+Commands live in small modules (``lair.cli.<area>``) that each expose ``register(sub)``; they import
+their service modules lazily inside the handler so that ``lair --help`` stays fast (no pydantic, no
+network, nothing heavy at start-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+__all__ = ["build_parser", "main"]
+
+# Each module registers its subcommands. Order = order in --help.
+COMMAND_MODULES = (
+    "lair.cli.recipe_cmds",
+    "lair.cli.launch_cmds",
+    "lair.cli.bench_cmds",
+    "lair.cli.fit_cmds",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from lair import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="lair",
+        description="Local AI Recipes: check, plan, launch, benchmark and publish LLM serving recipes.",
+    )
+    parser.add_argument("--version", action="version", version=f"lair {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # a command area not built yet
+            if exc.name != name:
+                raise
+            continue
+        mod.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from lair.errors import LairError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 0
+    try:
+        rc: int = args.handler(args)
+        return rc
+    except LairError as exc:
+        if args.verbose:
+            import traceback
+
+            traceback.print_exc()
+        if getattr(args, "json", False):
+            import json
+
+            print(json.dumps({"ok": False, "error": exc.as_dict()}, indent=2))
+        print(f"error: {exc.render()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1

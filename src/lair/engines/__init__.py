@@ -1,0 +1,1 @@
+"""Engine knowledge: how each engine is started and wired for distributed serving."""

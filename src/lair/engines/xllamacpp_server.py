@@ -1,0 +1,59 @@
+"""llama.cpp's own OpenAI-compatible HTTP server, from the prebuilt ``xllamacpp`` wheel (no compiler).
+
+    python -m lair.engines.xllamacpp_server --model M.gguf [--port 8000] [--host 127.0.0.1]
+        [--alias tiny] [--ctx 2048] [--parallel 4] [--threads 2] [--metrics]
+
+Serves until SIGTERM/SIGINT, then exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import Any
+
+
+def _params(a: argparse.Namespace) -> Any:
+    import xllamacpp as xlc
+
+    p = xlc.CommonParams()
+    p.model.path = a.model
+    p.port = a.port
+    p.hostnames = [a.host]
+    p.n_ctx = a.ctx
+    p.n_parallel = a.parallel
+    p.use_jinja = True
+    p.model_alias = {a.alias} if isinstance(p.model_alias, set | frozenset) else [a.alias]
+    p.cpuparams.n_threads = a.threads
+    if a.metrics and hasattr(p, "endpoint_metrics"):
+        p.endpoint_metrics = True
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lair.engines.xllamacpp_server", description=__doc__)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--alias", default="tiny")
+    ap.add_argument("--ctx", type=int, default=2048)
+    ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--metrics", action="store_true")
+    a = ap.parse_args(argv)
+    import xllamacpp as xlc
+
+    srv = xlc.Server(_params(a))
+    print("listening", srv.listening_address, flush=True)
+    stop = threading.Event()
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, lambda *_: stop.set())
+    stop.wait()
+    print("stopping", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,177 @@
+"""lair's exception tree. The library raises these and never prints or exits; the CLI catches
+:class:`LairError` in one place.
+
+    LairError                      code
+    ├── RecipeError                recipe.*        one or more located problems in a recipe file
+    ├── PlaceholderError           recipe.placeholder  unresolved placeholder where a recipe is about to run
+    ├── ConfigError                config          user config (rigs, clusters) is missing or invalid
+    ├── TrustError                 trust           an untrusted recipe asks for something not accepted
+    ├── CapabilityError            capability      a host cannot satisfy what a recipe needs
+    ├── AllocationError            allocation      not enough free nodes / ranks
+    ├── RunnerError                runner          a command failed on a node (host, argv, rc, stderr tail)
+    ├── LaunchError                launch          a launch failed (after a clean rollback)
+    ├── BenchError                 bench           a benchmark could not run or measure
+    └── FitError                   fit             model facts or hardware figures are missing
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "AllocationError",
+    "BenchError",
+    "CapabilityError",
+    "ConfigError",
+    "FitError",
+    "Issue",
+    "LairError",
+    "LaunchError",
+    "PlaceholderError",
+    "RecipeError",
+    "RunnerError",
+    "TrustError",
+]
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One located problem (an error or a lint warning) in a recipe file."""
+
+    file: str
+    line: int
+    col: int
+    path: str
+    message: str
+    hint: str = ""
+    severity: str = "error"
+    code: str = ""
+
+    def render(self) -> str:
+        head = f"{self.file}:{self.line}:{self.col}: {self.path}: {self.message}" if self.path else (
+            f"{self.file}:{self.line}:{self.col}: {self.message}"
+        )
+        return head + (f"\n\nhint: {self.hint}" if self.hint else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "col": self.col,
+            "path": self.path,
+            "message": self.message,
+            "hint": self.hint,
+            "severity": self.severity,
+            "code": self.code,
+        }
+
+
+class LairError(Exception):
+    """Base of every error lair raises on purpose."""
+
+    code = "lair"
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def render(self) -> str:
+        return self.message + (f"\n\nhint: {self.hint}" if self.hint else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "hint": self.hint}
+
+
+class RecipeError(LairError):
+    """A recipe file has one or more problems; all of them are in ``issues``."""
+
+    code = "recipe"
+
+    def __init__(self, issues: list[Issue]) -> None:
+        self.issues = issues
+        first = issues[0] if issues else None
+        super().__init__(first.message if first else "invalid recipe", hint=first.hint if first else "")
+
+    def render(self) -> str:
+        return "\n\n".join(i.render() for i in self.issues)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "errors": [i.as_dict() for i in self.issues]}
+
+
+class PlaceholderError(LairError):
+    code = "recipe.placeholder"
+
+    def __init__(self, names: list[str], *, where: str = "", hint: str = "") -> None:
+        self.names = names
+        msg = "unresolved placeholder" + ("s" if len(names) > 1 else "") + ": " + ", ".join(
+            "{" + n + "}" for n in names
+        )
+        if where:
+            msg += f" in {where}"
+        super().__init__(msg, hint=hint or "give values with `lair rig set RIG NAME=VALUE` and --rig RIG")
+
+
+class ConfigError(LairError):
+    code = "config"
+
+
+class TrustError(LairError):
+    code = "trust"
+
+
+class CapabilityError(LairError):
+    code = "capability"
+
+
+class AllocationError(LairError):
+    code = "allocation"
+
+
+class RunnerError(LairError):
+    """A command failed on a node: carries host, command, exit code and the tail of stderr."""
+
+    code = "runner"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        host: str,
+        argv: list[str] | None = None,
+        returncode: int | None = None,
+        stderr_tail: str = "",
+        hint: str = "",
+    ) -> None:
+        self.host = host
+        self.argv = list(argv or [])
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        detail = f"{host}: {message}"
+        if self.argv:
+            detail += f"\n  command: {' '.join(self.argv)}"
+        if returncode is not None:
+            detail += f"\n  exit code: {returncode}"
+        if stderr_tail:
+            detail += "\n  stderr (tail):\n    " + "\n    ".join(stderr_tail.rstrip().splitlines()[-20:])
+        super().__init__(detail, hint=hint)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = super().as_dict()
+        d.update(host=self.host, argv=self.argv, returncode=self.returncode, stderr_tail=self.stderr_tail)
+        return d
+
+
+class LaunchError(LairError):
+    code = "launch"
+
+
+class BenchError(LairError):
+    code = "bench"
+
+
+class FitError(LairError):
+    code = "fit"
