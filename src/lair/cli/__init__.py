@@ -18,6 +18,7 @@ __all__ = ["build_parser", "main"]
 # Each module registers its subcommands. Order = order in --help.
 COMMAND_MODULES = (
     "lair.cli.recipe_cmds",
+    "lair.cli.cluster_cmds",
     "lair.cli.launch_cmds",
     "lair.cli.bench_cmds",
     "lair.cli.fit_cmds",

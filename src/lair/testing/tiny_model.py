@@ -25,11 +25,47 @@ CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}</s>{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
-WORDS = (
-    "the a an of to in is are was be model server token stream chat hello world benchmark latency "
-    "throughput request response prompt recipe node docker engine fast slow one two three four five "
-    "six seven eight nine ten"
-).split()
+WORDS = [
+    "the",
+    "a",
+    "an",
+    "of",
+    "to",
+    "in",
+    "is",
+    "are",
+    "was",
+    "be",
+    "model",
+    "server",
+    "token",
+    "stream",
+    "chat",
+    "hello",
+    "world",
+    "benchmark",
+    "latency",
+    "throughput",
+    "request",
+    "response",
+    "prompt",
+    "recipe",
+    "node",
+    "docker",
+    "engine",
+    "fast",
+    "slow",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+]
 
 __all__ = ["GGUF_NAME", "make_tiny_model"]
 GGUF_NAME = "tiny-llama.gguf"
@@ -125,7 +161,9 @@ _GGUF_SUB = {
 }
 
 
-def _write_gguf(path: Path, cfg: dict[str, Any], vocab: dict[str, int], merges: list[Any], t: dict[str, Any]) -> None:
+def _write_gguf(
+    path: Path, cfg: dict[str, Any], vocab: dict[str, int], merges: list[Any], t: dict[str, Any]
+) -> None:
     import gguf
 
     h, heads = cfg["hidden_size"], cfg["num_attention_heads"]
@@ -146,7 +184,9 @@ def _write_gguf(path: Path, cfg: dict[str, Any], vocab: dict[str, int], merges: 
     g.add_tokenizer_model("gpt2")
     g.add_tokenizer_pre("default")
     g.add_token_list([tok for tok, _ in inv])
-    g.add_token_types([gguf.TokenType.CONTROL if tok in SPECIALS else gguf.TokenType.NORMAL for tok, _ in inv])
+    g.add_token_types(
+        [gguf.TokenType.CONTROL if tok in SPECIALS else gguf.TokenType.NORMAL for tok, _ in inv]
+    )
     g.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in merges])
     g.add_bos_token_id(vocab["<s>"])
     g.add_eos_token_id(vocab["</s>"])
@@ -189,22 +229,40 @@ def make_tiny_model(
     tok.save(str(hf / "tokenizer.json"))
     voc: dict[str, int] = tok.get_vocab()
     tok_cfg = {
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
-        "unk_token": "<unk>", "pad_token": "</s>", "model_max_length": ctx, "add_bos_token": False,
-        "chat_template": CHAT_TEMPLATE, "clean_up_tokenization_spaces": False,
-    }  # fmt: skip
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "pad_token": "</s>",
+        "model_max_length": ctx,
+        "add_bos_token": False,
+        "chat_template": CHAT_TEMPLATE,
+        "clean_up_tokenization_spaces": False,
+    }
     (hf / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=1))
     specials = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "</s>"}
     (hf / "special_tokens_map.json").write_text(json.dumps(specials))
     bos, eos = voc["<s>"], voc["</s>"]
     cfg = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
-        "intermediate_size": ffn, "num_hidden_layers": layers, "num_attention_heads": heads,
-        "num_key_value_heads": heads, "head_dim": hidden // heads, "vocab_size": len(voc),
-        "max_position_embeddings": ctx, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-        "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "float32",
-        "bos_token_id": bos, "eos_token_id": eos, "pad_token_id": eos,
-    }  # fmt: skip
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "intermediate_size": ffn,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": heads,
+        "head_dim": hidden // heads,
+        "vocab_size": len(voc),
+        "max_position_embeddings": ctx,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "bos_token_id": bos,
+        "eos_token_id": eos,
+        "pad_token_id": eos,
+    }
     (hf / "config.json").write_text(json.dumps(cfg, indent=1))
     (hf / "generation_config.json").write_text(json.dumps({"bos_token_id": bos, "eos_token_id": eos}))
     t = _weights(len(voc), hidden, ffn, layers, seed)

@@ -1,0 +1,311 @@
+"""The recipe model: one strict pydantic model for the launch config and the publication metadata.
+
+The launch keys are top-level (so a launcher recipe such as ``examples/dsv41-flash-exl3-2x`` loads
+unchanged); the publication metadata lives under ``[meta]``; typed placeholders under
+``[placeholders.NAME]``. Every model rejects unknown keys. Cross-field rules live in
+:mod:`lair.recipe.validate`, not here, so that all problems of a file are reported together.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
+
+__all__ = [
+    "ENGINES",
+    "Credit",
+    "Download",
+    "EngineInfo",
+    "EnvKnob",
+    "Hardware",
+    "Hook",
+    "Meta",
+    "Mount",
+    "Needle",
+    "PerfRow",
+    "Placeholder",
+    "Quality",
+    "Recipe",
+    "Requirements",
+    "Revision",
+    "parse_size",
+]
+
+ENGINES = ("vllm", "sglang", "llamacpp", "xllamacpp", "trtllm", "exllamav3", "tabbyapi", "ollama", "custom")
+SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([bkmgt]?)i?b?$", re.IGNORECASE)
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PLACEHOLDER_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes in a Docker-style size: ``"9g"`` -> 9 GiB, ``"512m"``, ``"1.5g"``, ``"2048"`` (bytes)."""
+    if isinstance(text, int):
+        return text
+    m = SIZE_RE.match(text.strip())
+    if not m:
+        raise ValueError(f"not a size: {text!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+class Strict(BaseModel):
+    """Base of every recipe model: unknown keys are errors, types are not coerced."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, validate_default=False, frozen=False)
+
+
+EnvName = Annotated[str, StringConstraints(pattern=ENV_NAME_RE.pattern)]
+PlaceholderName = Annotated[str, StringConstraints(pattern=PLACEHOLDER_NAME_RE.pattern)]
+Size = Annotated[str, Field(description='A size like "9g", "512m", "1.5g"')]
+
+
+def _hook_from_shorthand(v: Any) -> Any:
+    """A hook may be an inline shell string; a single hook may stand without a list."""
+    if isinstance(v, str):
+        return {"run": v}
+    return v
+
+
+def _listify(v: Any) -> Any:
+    if isinstance(v, str | dict):
+        return [v]
+    return v
+
+
+class Hook(Strict):
+    """A hook step: a named script from the script library, or inline shell."""
+
+    script: str | None = Field(None, description="name of a script in the script library (built-in or user)")
+    run: str | None = Field(None, description="inline shell, run with sh -c on each node")
+    on_failure: Literal["fail", "warn"] = Field("fail", description="fail the launch, or warn and go on")
+    timeout_s: float = Field(600.0, gt=0, description="seconds before the hook is killed")
+    args: list[str] = Field(default_factory=list, description="arguments passed to a named script")
+
+
+HookItem = Annotated[Hook, BeforeValidator(_hook_from_shorthand)]
+HookList = Annotated[list[HookItem], BeforeValidator(_listify)]
+
+
+class Mount(Strict):
+    """A bind mount: host path -> container path."""
+
+    host: str = Field(description="path on the node")
+    container: str = Field(description="absolute path in the container")
+    read_only: bool = Field(False, description="mount read-only")
+
+
+class Placeholder(Strict):
+    """A value the recipe needs from the user's rig, written ``{NAME}`` in launch fields."""
+
+    type: Literal["path", "secret", "int", "host", "string"] = Field("string", description="value type")
+    description: str = ""
+    default: str | int | None = Field(
+        None, description="used when the rig gives no value (never for secrets)"
+    )
+    example: str | None = None
+
+
+class Credit(Strict):
+    who: str
+    role: str = ""
+    link: str | None = None
+
+
+class Hardware(Strict):
+    gpu_model: str | None = None
+    gpu_count: int | None = Field(None, ge=0)
+    vram_gb: float | None = Field(None, gt=0, description="per GPU")
+    host_ram_gb: float | None = Field(None, gt=0)
+    disk_gb: float | None = Field(None, gt=0)
+    cpu: str | None = None
+    interconnect: str | None = None
+    notes: str | None = None
+
+
+class EngineInfo(Strict):
+    name: str | None = None
+    version: str | None = None
+    install_note: str | None = None
+
+
+class EnvKnob(Strict):
+    name: str
+    value: str = ""
+    description: str = ""
+
+
+class PerfRow(Strict):
+    """One row of the "speed by context" table."""
+
+    context: int = Field(ge=1, description="prompt tokens")
+    concurrency: int | None = Field(None, ge=1, description="parallel streams")
+    prefill_tok_s: float | None = Field(None, gt=0)
+    decode_tok_s: float | None = Field(None, gt=0, description="per stream at concurrency 1, else aggregate")
+    decode_tok_s_per_stream: float | None = Field(None, gt=0)
+    ttft_ms: float | None = Field(None, gt=0)
+    provenance: Literal["reported", "verified"] = "reported"
+    note: str = ""
+
+
+class Quality(Strict):
+    suite: str
+    score: float
+    unit: str = "%"
+    note: str = ""
+
+
+class Needle(Strict):
+    context: int = Field(ge=1)
+    depth: float | None = Field(None, ge=0, le=1)
+    found: bool
+    seconds: float | None = Field(None, ge=0)
+    peak_vram_gb: float | None = Field(None, gt=0)
+    note: str = ""
+
+
+class Requirements(Strict):
+    driver_floor: str | None = None
+    cuda: str | None = None
+    image: str | None = None
+    ram_gb: float | None = Field(None, gt=0)
+    disk_gb: float | None = Field(None, gt=0)
+    notes: str | None = None
+    source: str | None = None
+
+
+class Download(Strict):
+    name: str
+    url: str
+    size: str | None = None
+    sha256: str | None = None
+
+
+class Revision(Strict):
+    note: str
+    version: str | None = None
+    date: str | None = None
+
+
+class Meta(Strict):
+    """Publication metadata, in the order of a recipe page."""
+
+    title: str | None = None
+    slug: str | None = None
+    summary: str | None = None
+    submission: Literal["community", "official", "verified"] | None = None
+    tags: list[str] = Field(default_factory=list)
+    license: str | None = None
+    credits: list[Credit] = Field(default_factory=list)
+    listed_by: str | None = None
+    upstream_weights: str | None = Field(None, description="upstream weights repo, e.g. org/model")
+    model_repo: str | None = Field(None, description="the exact weights served (quantized pack, revision)")
+    quantization: str | None = None
+    hardware: Hardware | None = None
+    engine: EngineInfo | None = None
+    launch_command: str | None = None
+    env_knobs: list[EnvKnob] = Field(default_factory=list)
+    flags: str | None = None
+    notes: str | None = None
+    max_context: int | None = Field(None, ge=1)
+    kv_pool_tokens: int | None = Field(None, ge=1)
+    performance: list[PerfRow] = Field(default_factory=list)
+    performance_notes: str | None = None
+    quality: list[Quality] = Field(default_factory=list)
+    needles: list[Needle] = Field(default_factory=list)
+    requirements: Requirements | None = None
+    downloads: list[Download] = Field(default_factory=list)
+    revisions: list[Revision] = Field(default_factory=list)
+
+    @field_validator("slug")
+    @classmethod
+    def _slug(cls, v: str | None) -> str | None:
+        if v is not None and not SLUG_RE.match(v):
+            raise ValueError("a slug is lowercase letters, digits and single hyphens")
+        return v
+
+
+class Recipe(Strict):
+    """A lair recipe: launch config (top level) + publication metadata (``meta``)."""
+
+    schema_version: int = Field(1, ge=1, le=1, description="recipe format version")
+    engine: str = Field(description="serving engine: " + ", ".join(ENGINES))
+    runtime: Literal["docker", "podman", "native"] = Field(
+        "docker", description="docker (default), podman, or native (the entrypoint as a plain process)"
+    )
+    docker_image: str | None = Field(None, description="container image (docker/podman runtimes)")
+    model: str = Field("", description="model path or id passed to the engine; may be empty")
+    name: str = Field("", description="run name")
+    served_model_name: str | None = None
+    required_nodes: int = Field(1, ge=1, description="nodes the recipe runs on")
+    cluster: str | None = Field(None, description="named cluster in the user's inventory")
+    tensor_parallel_size: int = Field(1, ge=1)
+    pipeline_parallel_size: int = Field(1, ge=1)
+    data_parallel_size: int = Field(1, ge=1)
+    distributed_backend: Literal["mp", "ray"] | None = Field(None, description="multi-node wiring")
+    shm_size: Size | None = None
+    devices: list[str] = Field(default_factory=list, description="devices passed to the container")
+    gpus: str | None = Field(None, description='docker --gpus value, e.g. "all"')
+    privileged: bool = False
+    ipc: Literal["host", "private", "shareable"] | None = None
+    ulimits: dict[str, str] = Field(
+        default_factory=dict, description='e.g. {memlock = "-1", nofile = "65536"}'
+    )
+    memory_limit: Size | None = Field(None, description="container memory cap; swap is turned off with it")
+    cpus: float | None = Field(None, gt=0)
+    extra_mounts_manifest: str | None = Field(
+        None, description="file of 'host<TAB>container' lines: one read-only bind mount per file"
+    )
+    entrypoint: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list)
+    port: int = Field(8000, ge=1, le=65535, description="engine port")
+    host: str = Field("0.0.0.0", description="address the engine binds")
+    health_path: str = "/health"
+    ready_timeout_s: float = Field(900.0, gt=0)
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    kv_cache_dtype: str | None = None
+    max_model_len: int | None = Field(None, ge=1)
+    before_serve: HookList = Field(default_factory=list)
+    after_stop: HookList = Field(default_factory=list)
+    extra_mounts: list[Mount] = Field(default_factory=list)
+    env: dict[EnvName, str] = Field(default_factory=dict, description="container / process environment")
+    placeholders: dict[PlaceholderName, Placeholder] = Field(default_factory=dict)
+    meta: Meta = Field(default_factory=Meta)
+
+    @field_validator("entrypoint", mode="before")
+    @classmethod
+    def _entrypoint(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            import shlex
+
+            return shlex.split(v)
+        return v
+
+    @field_validator("shm_size", "memory_limit")
+    @classmethod
+    def _size(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                parse_size(v)
+            except ValueError:
+                raise ValueError(f"not a size: {v!r}") from None
+        return v
+
+    # ---- derived values -------------------------------------------------------------------
+    @property
+    def shm_size_bytes(self) -> int | None:
+        return parse_size(self.shm_size) if self.shm_size else None
+
+    @property
+    def memory_limit_bytes(self) -> int | None:
+        return parse_size(self.memory_limit) if self.memory_limit else None
+
+    @property
+    def world_size(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.meta.title or self.model or self.engine

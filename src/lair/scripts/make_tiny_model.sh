@@ -1,0 +1,7 @@
+#!/bin/sh
+# before_serve: build the tiny random Llama used by examples/tiny-cpu, if it is not there yet.
+#   make_tiny_model.sh OUT_DIR        (needs lair's engines extra: numpy, tokenizers, gguf)
+set -eu
+out=${1:?usage: make_tiny_model.sh OUT_DIR}
+"${LAIR_PYTHON:-python3}" -m lair.testing.tiny_model "$out" >/dev/null
+echo "tiny model ready in $out"
