@@ -12,6 +12,10 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lair.errors import LairError
 
 __all__ = ["build_parser", "main"]
 
@@ -47,8 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from lair.errors import LairError
-
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
@@ -57,17 +59,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rc: int = args.handler(args)
         return rc
-    except LairError as exc:
-        if args.verbose:
-            import traceback
-
-            traceback.print_exc()
-        if getattr(args, "json", False):
-            import json
-
-            print(json.dumps({"ok": False, "error": exc.as_dict()}, indent=2))
-        print(f"error: {exc.render()}", file=sys.stderr)
-        return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -75,3 +66,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except Exception as exc:
+        # Imported only here: lair.errors pulls in dataclasses and inspect, which `lair --help` need not pay.
+        from lair.errors import LairError
+
+        if not isinstance(exc, LairError):
+            raise
+        return _report(exc, args)
+
+
+def _report(exc: LairError, args: argparse.Namespace) -> int:
+    """The one catch point's rendering: traceback with -v, the JSON error envelope with --json."""
+    if args.verbose:
+        import traceback
+
+        traceback.print_exc()
+    if getattr(args, "json", False):
+        import json
+
+        print(json.dumps({"ok": False, "error": exc.as_dict()}, indent=2))
+    print(f"error: {exc.render()}", file=sys.stderr)
+    return exc.exit_code
