@@ -1,0 +1,160 @@
+"""Cluster inventory commands: ``lair cluster add|list|show|remove`` and ``lair nodes``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lair.cli._common import dump_json, err
+
+__all__ = ["parse_node_spec", "register"]
+
+NODE_KEYS = ("name", "address", "user", "port", "key", "rank", "gpus", "gpu_model", "local")
+INT_KEYS = ("port", "rank", "gpus")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("cluster", help="named clusters of SSH nodes (the inventory)")
+    cs = p.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
+    q = cs.add_parser("add", help="add a cluster to the inventory")
+    q.add_argument("name", metavar="NAME")
+    q.add_argument(
+        "--node",
+        action="append",
+        required=True,
+        metavar="SPEC",
+        help="name=n1,address=10.0.0.2,rank=0,gpus=1[,user=U,port=P,key=PATH,gpu_model=M,label.K=V]",
+    )
+    q.add_argument("--known-hosts", choices=("accept-new", "strict", "off"), help="host key policy")
+    q.add_argument("--known-hosts-file", metavar="PATH")
+    q.add_argument("--ssh-config", metavar="PATH", help="OpenSSH config file to read")
+    q.add_argument("--replace", action="store_true", help="overwrite an existing cluster")
+    q.set_defaults(handler=cmd_add)
+    q = cs.add_parser("list", help="list clusters")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(handler=cmd_list)
+    q = cs.add_parser("show", help="one cluster: SSH settings, capabilities, nodes")
+    q.add_argument("name", metavar="NAME")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(handler=cmd_show)
+    q = cs.add_parser("remove", help="remove a cluster from the inventory")
+    q.add_argument("name", metavar="NAME")
+    q.set_defaults(handler=cmd_remove)
+
+    p = sub.add_parser("nodes", help="nodes per cluster: which ranks are free or held, by which run")
+    p.add_argument("--cluster", "-c", metavar="C", help="only this cluster")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_nodes)
+
+
+def parse_node_spec(spec: str, index: int) -> dict[str, Any]:
+    """``name=n1,address=10.0.0.2,rank=0`` -> node fields (rank defaults to the position)."""
+    from lair.errors import ConfigError
+
+    node: dict[str, Any] = {"rank": index}
+    labels: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ConfigError(f"--node {spec!r}: {part!r} is not KEY=VALUE")
+        if key.startswith("label."):
+            labels[key[6:]] = value
+        elif key not in NODE_KEYS:
+            raise ConfigError(f"--node {spec!r}: unknown key {key!r}", hint=f"keys: {', '.join(NODE_KEYS)}")
+        elif key in INT_KEYS:
+            node[key] = _int(spec, key, value)
+        else:
+            node[key] = value.lower() in ("1", "true", "yes") if key == "local" else value
+    if "address" not in node:
+        raise ConfigError(f"--node {spec!r}: address= is required")
+    node.setdefault("name", node["address"].replace(":", "-"))
+    return node | ({"labels": labels} if labels else {})
+
+
+def _int(spec: str, key: str, value: str) -> int:
+    from lair.errors import ConfigError
+
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"--node {spec!r}: {key} must be an integer, not {value!r}") from None
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from lair.inventory import Cluster, add_cluster
+    from lair.inventory.model import parse_inventory
+
+    fields: dict[str, Any] = {"nodes": [parse_node_spec(s, i) for i, s in enumerate(args.node)]}
+    for attr in ("known_hosts", "known_hosts_file", "ssh_config"):
+        if getattr(args, attr):
+            fields[attr] = getattr(args, attr)
+    cluster: Cluster = parse_inventory({"clusters": {args.name: fields}}, "--node").get(args.name)
+    saved = add_cluster(args.name, cluster, replace=args.replace)
+    err(f"cluster {args.name!r}: {len(saved.nodes)} node(s) saved")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from lair.inventory import load_inventory
+
+    inv = load_inventory()
+    rows = [
+        {"name": n, "nodes": len(c.nodes), "gpus": sum(x.gpus for x in c.nodes), "known_hosts": c.known_hosts}
+        for n, c in sorted(inv.clusters.items())
+    ]
+    if args.json:
+        dump_json(rows)
+    elif not rows:
+        err("no clusters yet: lair cluster add NAME --node name=n1,address=HOST,rank=0")
+    else:
+        for r in rows:
+            print(f"{r['name']:<24} {r['nodes']} node(s)  {r['gpus']} GPU(s)")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from lair.inventory import load_inventory
+
+    c = load_inventory().get(args.name)
+    data = c.model_dump(mode="json") | {"name": args.name, "nodes": [_node_dict(n) for n in c.nodes]}
+    if args.json:
+        dump_json(data)
+        return 0
+    print(f"cluster {args.name}  (known_hosts: {c.known_hosts})")
+    for n in c.nodes:
+        gpu = f"{n.gpus} x {n.gpu_model or 'GPU'}" if n.gpus else "no GPU"
+        print(f"  rank {n.rank:<3} {n.name:<16} {n.user}@{n.address}:{n.port}  {gpu}")
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    from lair.inventory import remove_cluster
+
+    remove_cluster(args.name)
+    err(f"cluster {args.name!r} removed")
+    return 0
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    from lair.inventory import load_inventory, reclaim, status
+
+    inv = load_inventory()
+    freed = reclaim()
+    names = [inv.get(args.cluster).name] if args.cluster else sorted(inv.clusters)
+    table = {name: [s.as_dict() for s in status(name, inventory=inv)] for name in names}
+    if args.json:
+        dump_json({"clusters": table, "reclaimed": [lease.run_id for lease in freed]})
+        return 0
+    for lease in freed:
+        err(f"reclaimed {lease.node} from dead run {lease.run_id}")
+    for name, rows in table.items():
+        print(f"{name}:")
+        for r in rows:
+            who = f"held by {r['lease']['run_id']}" if r["lease"] else "free"
+            print(f"  rank {r['rank']:<3} {r['name']:<16} {r['address']:<16} {who}")
+    return 0
+
+
+def _node_dict(n: Any) -> dict[str, Any]:
+    d: dict[str, Any] = n.model_dump(mode="json")
+    return d
