@@ -1,0 +1,39 @@
+"""The plan of a run: data, built without touching any node; ``lair plan`` prints it, launch runs it.
+
+plan(recipe, nodes, run_id=..., rig=..., capabilities=...) -> Plan
+render_text(plan) -> str          what ``lair plan`` prints
+check_capabilities / apply_capabilities   host capability profiles (CapabilityError)
+check_trust / Acceptance           untrusted recipes (TrustError)
+mounts                             per-file mount staging (manifests, Hugging Face hub repos)
+"""
+
+from __future__ import annotations
+
+from lair.plan.build import DEFAULT_MASTER_PORT, REDACTED, node_env, plan
+from lair.plan.capabilities import Unsupported, apply_capabilities, check_capabilities
+from lair.plan.model import STAGE_ORDER, NodePlan, Plan, RunInfo, Stage, Step, Target
+from lair.plan.render import render_text
+from lair.plan.trust import Acceptance, check_trust, fingerprint, requests, risky_requests
+
+__all__ = [
+    "DEFAULT_MASTER_PORT",
+    "REDACTED",
+    "STAGE_ORDER",
+    "Acceptance",
+    "NodePlan",
+    "Plan",
+    "RunInfo",
+    "Stage",
+    "Step",
+    "Target",
+    "Unsupported",
+    "apply_capabilities",
+    "check_capabilities",
+    "check_trust",
+    "fingerprint",
+    "node_env",
+    "plan",
+    "render_text",
+    "requests",
+    "risky_requests",
+]

@@ -1,0 +1,317 @@
+"""``plan(recipe, nodes, ...) -> Plan``: every step of a run, per node, with no I/O on any node.
+
+The recipe is rendered (placeholders from the rig), checked against the hosts' capabilities and
+trust, then each node gets, in stage order: its run folder and env-file, the ``before_serve``
+hooks, mount staging, the main process (container or native), readiness, stop, ``after_stop`` and
+cleanup. Env values stay out of the plan's data (``run.env`` shows secrets as ``***``); launch
+gets them from :meth:`Plan.env_values`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lair.errors import AllocationError, ConfigError, LaunchError
+from lair.plan.capabilities import apply_capabilities
+from lair.plan.container import ContainerSpec, run_argv
+from lair.plan.model import NodePlan, Plan, RunInfo, Stage, Step, Target
+from lair.plan.mounts import hub_mount, staging_script
+from lair.plan.trust import Acceptance, check_trust
+
+if TYPE_CHECKING:
+    from lair.engines import NodeCommand
+    from lair.recipe import Hook, Recipe
+    from lair.rig import Capabilities, Rig
+
+__all__ = ["DEFAULT_MASTER_PORT", "REDACTED", "node_env", "plan"]
+
+DEFAULT_MASTER_PORT = 29501  # vLLM's ParallelConfig.master_port default
+REDACTED = "***"
+STOP_GRACE_S = 30
+NATIVE_START = 'set -a; . "$0"; set +a; exec "$@"'  # load the env-file, then become the command
+
+
+def _lair_env(run_id: str, t: Target, n: int, master: str, master_port: int, port: int) -> dict[str, str]:
+    """What every node's process and hooks are told about the run (never secret)."""
+    return {
+        "LAIR_RUN_ID": run_id,
+        "LAIR_NODE_RANK": str(t.rank),
+        "LAIR_NNODES": str(n),
+        "LAIR_MASTER_ADDR": master,
+        "LAIR_MASTER_PORT": str(master_port),
+        "LAIR_ENGINE_PORT": str(port),
+    }
+
+
+def node_env(recipe: Recipe, lair_env: Mapping[str, str]) -> dict[str, str]:
+    """The env-file content of one node: the recipe's env then the LAIR_* values."""
+    env = dict(recipe.env)
+    env.update(lair_env)
+    for k, v in env.items():
+        if "\n" in v or "\r" in v:
+            raise ConfigError(f"env.{k}: a value may not contain a line break (env-files are line-based)")
+    return env
+
+
+def _hook_steps(
+    stage: Stage,
+    hooks: Sequence[Hook],
+    workdir: str,
+    env: Mapping[str, str],
+    find: Callable[[str], Path | None],
+) -> list[Step]:
+    prefix = ["env", *(f"{k}={v}" for k, v in env.items())]
+    steps: list[Step] = []
+    for i, h in enumerate(hooks):
+        if h.script:
+            src = find(h.script)
+            if src is None:
+                raise ConfigError(
+                    f"{stage.value}: no script named {h.script!r} in the script library",
+                    hint="list them with `lair scripts`, or add one to the user scripts folder",
+                )
+            dest = f"{workdir}/hooks/{stage.value}-{i}-{src.name}"
+            steps.append(
+                Step(
+                    stage=stage,
+                    kind="upload",
+                    name=f"copy {src.name}",
+                    source=str(src),
+                    path=dest,
+                    mode="0755",
+                )
+            )
+            argv = [*prefix, dest, *h.args]
+            label = f"hook {h.script}"
+        else:
+            argv = [*prefix, "sh", "-c", h.run or ""]
+            label = "hook: " + ((h.run or "").strip().splitlines() or [""])[0][:60]
+        steps.append(
+            Step(
+                stage=stage,
+                kind="exec",
+                name=label,
+                argv=argv,
+                timeout_s=h.timeout_s,
+                on_failure=h.on_failure,
+            )
+        )
+    return steps
+
+
+class _Ctx:
+    """Everything the per-node builders share."""
+
+    def __init__(self, recipe: Recipe, run: RunInfo, python: Callable[[Target], str], workroot: str) -> None:
+        self.recipe, self.run, self.python, self.workroot = recipe, run, python, workroot
+        self.binary = "podman" if recipe.runtime == "podman" else "docker"
+
+
+def _start_steps(
+    ctx: _Ctx, t: Target, cmd: NodeCommand, workdir: str, env_file: str, manifests: list[str]
+) -> tuple[list[Step], str | None]:
+    r, run = ctx.recipe, ctx.run
+    if r.runtime == "native":
+        argv = ["sh", "-c", NATIVE_START, env_file, *cmd.argv]
+        return [Step(stage=Stage.START, kind="start", name="start process", argv=argv)], None
+    name = f"lair-{run.run_id}-r{t.rank}"
+    labels = {
+        "lair.run": run.run_id,
+        "lair.rank": str(t.rank),
+        "lair.version": run.lair_version,
+        "lair.recipe": run.name,
+    }
+    argv = run_argv(r, ContainerSpec(ctx.binary, name, labels, env_file, cmd.argv))
+    steps = [
+        Step(
+            stage=Stage.START,
+            kind="start",
+            name=f"{ctx.binary} run",
+            argv=argv,
+            manifest=";".join(manifests) or None,
+        )
+    ]
+    if cmd.serve:
+        wrap = 'exec "$@" >>/proc/1/fd/1 2>>/proc/1/fd/2'
+        serve = [ctx.binary, "exec", "-d", name, "sh", "-c", wrap, "sh", *cmd.serve]
+        steps.append(Step(stage=Stage.SERVE, kind="exec", name="serve on the Ray head", argv=serve))
+    return steps, name
+
+
+def _stop_steps(ctx: _Ctx, container: str | None) -> list[Step]:
+    if container is None:
+        return [Step(stage=Stage.STOP, kind="stop", name="stop process", timeout_s=STOP_GRACE_S)]
+    b = ctx.binary
+    return [
+        Step(
+            stage=Stage.STOP,
+            kind="stop",
+            name=f"{b} stop",
+            argv=[b, "stop", "--time", str(STOP_GRACE_S), container],
+        ),
+        Step(stage=Stage.STOP, kind="stop", name=f"{b} rm", argv=[b, "rm", "-f", "-v", container]),
+    ]
+
+
+def _ready_step(ctx: _Ctx, t: Target, head: bool) -> Step:
+    r = ctx.recipe
+    base = f"http://{_reach(t, r.host)}:{r.port}"
+    urls = [base + r.health_path, base + "/v1/models"] if head else []
+    return Step(
+        stage=Stage.READY,
+        kind="ready",
+        name="readiness" if head else "stays up",
+        urls=urls,
+        timeout_s=r.ready_timeout_s,
+    )
+
+
+def _reach(t: Target, bind: str) -> str:
+    if bind not in ("0.0.0.0", "::", ""):
+        return bind
+    return "127.0.0.1" if t.local else t.address
+
+
+def _node(ctx: _Ctx, t: Target, n: int, find: Callable[[str], Path | None]) -> NodePlan:
+    from lair.engines import Role, get_engine
+
+    r, run = ctx.recipe, ctx.run
+    workdir = f"{ctx.workroot}/lair-{run.run_id}-r{t.rank}"
+    env_file = f"{workdir}/env"
+    lair_env = _lair_env(run.run_id, t, n, run.master_addr, run.master_port, r.port)
+    role = Role(t.rank, n, run.master_addr, run.master_port, t.address)
+    cmd = get_engine(r.engine).command(r, role, ctx.python(t))
+    if r.runtime == "native" and cmd.argv and cmd.argv[0] in ("python", "python3"):
+        cmd.argv[0] = ctx.python(t)  # the node's interpreter: lair's own on the local node
+    hook_env = {**lair_env, "LAIR_PYTHON": ctx.python(t)}
+    steps = [
+        Step(stage=Stage.PREPARE, kind="exec", name="run folder", argv=["mkdir", "-p", "-m", "700", workdir]),
+        Step(
+            stage=Stage.PREPARE,
+            kind="env_file",
+            name="env-file",
+            path=env_file,
+            mode="0600",
+            env_names=sorted(node_env(r, lair_env)),
+        ),
+        *_hook_steps(Stage.BEFORE_SERVE, r.before_serve, workdir, hook_env, find),
+    ]
+    manifests, hubs = [], [h for m in r.extra_mounts if (h := hub_mount(m))]
+    if r.extra_mounts_manifest:
+        manifests.append(r.extra_mounts_manifest)
+    if hubs:
+        manifests.append(f"{workdir}/hub-mounts.txt")
+        steps.append(
+            Step(
+                stage=Stage.STAGE_MOUNTS,
+                kind="script",
+                name="stage hub files",
+                script=staging_script(hubs, manifests[-1]),
+            )
+        )
+    start, container = _start_steps(ctx, t, cmd, workdir, env_file, manifests)
+    steps += start
+    steps.append(_ready_step(ctx, t, t.rank == 0))
+    steps += _stop_steps(ctx, container)
+    steps += _hook_steps(Stage.AFTER_STOP, r.after_stop, workdir, hook_env, find)
+    steps.append(Step(stage=Stage.CLEANUP, kind="cleanup", name="remove run folder", path=workdir))
+    return NodePlan(
+        name=t.name,
+        address=t.address,
+        rank=t.rank,
+        role=cmd.role,
+        local=t.local,
+        would_take=t.would_take,
+        workdir=workdir,
+        env_file=env_file,
+        container=container,
+        lair_env=lair_env,
+        steps=steps,
+    )
+
+
+def _targets(recipe: Recipe, nodes: Sequence[Target]) -> list[Target]:
+    if len(nodes) < recipe.required_nodes:
+        raise AllocationError(
+            f"the recipe needs {recipe.required_nodes} nodes, {len(nodes)} given",
+            hint="give more hosts with --nodes H,H or a cluster with enough free ranks",
+        )
+    ts = sorted(nodes[: recipe.required_nodes], key=lambda t: t.rank)
+    if recipe.required_nodes > 1 and not recipe.entrypoint:
+        from lair.engines import get_engine
+
+        if not get_engine(recipe.engine).multinode:
+            raise LaunchError(
+                f"engine {recipe.engine} does not span nodes by itself",
+                hint="give the recipe an entrypoint that runs each node's role (it gets LAIR_NODE_RANK)",
+            )
+    return ts
+
+
+def plan(
+    recipe: Recipe,
+    nodes: Sequence[Target],
+    *,
+    run_id: str,
+    rig: Rig | None = None,
+    capabilities: Capabilities | None = None,
+    drop_unsupported: bool = False,
+    trusted: bool = True,
+    acceptance: Acceptance | None = None,
+    recipe_path: str = "",
+    values: Mapping[str, str] | None = None,
+    python: Callable[[Target], str] | None = None,
+    master_port: int = DEFAULT_MASTER_PORT,
+    workroot: str = "/tmp",
+    find_script: Callable[[str], Path | None] | None = None,
+) -> Plan:
+    """The full plan of a run of ``recipe`` on ``nodes`` (the first ``required_nodes`` are taken).
+
+    ``values`` (placeholder values) default to the rig's; ``capabilities`` to the rig's (else every
+    flag is allowed); ``python`` gives each node's interpreter for engines started with Python.
+    Raises PlaceholderError, CapabilityError, TrustError, AllocationError, ConfigError.
+    """
+    from lair import __version__
+    from lair.recipe import render_recipe, secret_env_names
+    from lair.recipe.scripts import find_script as default_find
+    from lair.rig import Capabilities
+
+    vals = dict(values if values is not None else (rig.string_values() if rig else {}))
+    rendered = render_recipe(recipe, vals, where=recipe_path or "the recipe")
+    check_trust(rendered, trusted=trusted, acceptance=acceptance)
+    caps = capabilities or (rig.capabilities if rig else Capabilities())
+    rendered, dropped = apply_capabilities(rendered, caps, drop=drop_unsupported)
+    targets = _targets(rendered, nodes)
+    secrets = secret_env_names(recipe)
+    head = targets[0]
+    run = RunInfo(
+        run_id=run_id,
+        recipe=recipe_path,
+        name=rendered.display_name,
+        engine=rendered.engine,
+        runtime=rendered.runtime,
+        image=rendered.docker_image if rendered.runtime != "native" else None,
+        lair_version=__version__,
+        port=rendered.port,
+        health_path=rendered.health_path,
+        ready_timeout_s=rendered.ready_timeout_s,
+        master_addr=head.address,
+        master_port=master_port,
+        endpoint=f"http://{_reach(head, rendered.host)}:{rendered.port}/v1",
+        served_model=rendered.served_model_name,
+        trusted=trusted,
+        env={k: (REDACTED if k in secrets else v) for k, v in rendered.env.items()},
+        secret_env=sorted(secrets),
+        dropped=dropped,
+    )
+    ctx = _Ctx(rendered, run, python or (lambda _t: "python3"), workroot)
+    out = Plan(run=run, nodes=[_node(ctx, t, len(targets), find_script or default_find) for t in targets])
+    out.set_env(rendered.env)
+    return out
+
+
+def describe_argv(argv: Sequence[str]) -> str:
+    return shlex.join(argv)

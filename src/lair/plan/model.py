@@ -1,0 +1,133 @@
+"""The plan as data: per node, every step of a run in order.
+
+    Plan
+    ├── run: RunInfo            run id, recipe, engine, runtime, image, port, env (secrets "***"), ...
+    └── nodes: [NodePlan]       name, address, rank, role, env-file path, container name
+        └── steps: [Step]       stage + kind + argv | script | url ..., in execution order
+
+A step's ``kind`` says how launch interprets it:
+
+    env_file   write ``path`` (mode 0600) with the run's env; the values never enter the plan
+    upload     copy ``source`` (a file on the controlling machine) to ``path`` on the node
+    exec       run ``argv`` to completion (hooks: with ``timeout_s`` and ``on_failure``)
+    script     run ``script`` with ``sh -c`` to completion (mount staging)
+    start      start the main process: ``argv`` (``docker run -d ...``, or the native command);
+               ``manifest`` names a file of ``host<TAB>container`` lines read on the node, one
+               read-only ``-v`` per line inserted before the image
+    ready      poll ``urls`` until each answers 200 within ``timeout_s``; fail as soon as the
+               process exits (every node: its process must stay up)
+    stop       stop the main process (``argv`` for containers) and verify that it is gone
+    cleanup    remove ``path`` (the run's folder on the node: env-file, hook scripts, manifests)
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+__all__ = ["STAGE_ORDER", "NodePlan", "Plan", "RunInfo", "Stage", "Step", "Target"]
+
+
+class Stage(StrEnum):
+    """Lifecycle stages in execution order; launch runs one stage on every node before the next."""
+
+    PREPARE = "prepare"
+    BEFORE_SERVE = "before_serve"
+    STAGE_MOUNTS = "stage_mounts"
+    START = "start"
+    SERVE = "serve"
+    READY = "ready"
+    STOP = "stop"
+    AFTER_STOP = "after_stop"
+    CLEANUP = "cleanup"
+
+
+STAGE_ORDER = list(Stage)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Target(_Model):
+    """A node a run takes (or, in a plan without leases, would take)."""
+
+    name: str
+    address: str
+    rank: int = Field(ge=0)
+    local: bool = Field(False, description="the machine lair runs on (no SSH)")
+    would_take: bool = Field(False, description="planned only: the rank is not leased")
+
+
+class Step(_Model):
+    stage: Stage
+    kind: Literal["env_file", "upload", "exec", "script", "start", "ready", "stop", "cleanup"]
+    name: str = Field(description="short label for progress lines")
+    argv: list[str] | None = None
+    script: str | None = None
+    path: str | None = None
+    source: str | None = None
+    mode: str | None = None
+    env_names: list[str] | None = None
+    manifest: str | None = None
+    urls: list[str] | None = None
+    timeout_s: float | None = None
+    on_failure: Literal["fail", "warn"] = "fail"
+
+
+class NodePlan(_Model):
+    name: str
+    address: str
+    rank: int
+    role: str = Field(description="head, worker, ray-head, ray-worker")
+    local: bool = False
+    would_take: bool = False
+    workdir: str = Field(description="the run's folder on the node (env-file, hook scripts)")
+    env_file: str
+    container: str | None = Field(None, description="container name (docker/podman runtimes)")
+    lair_env: dict[str, str] = Field(description="LAIR_* env of this node (rank, master address/port)")
+    steps: list[Step]
+
+    def stage(self, stage: Stage) -> list[Step]:
+        return [s for s in self.steps if s.stage == stage]
+
+
+class RunInfo(_Model):
+    run_id: str
+    recipe: str = Field(description="recipe file")
+    name: str
+    engine: str
+    runtime: str
+    image: str | None
+    lair_version: str
+    port: int
+    health_path: str
+    ready_timeout_s: float
+    master_addr: str
+    master_port: int
+    endpoint: str = Field(description="the OpenAI-compatible base URL on the head")
+    served_model: str | None
+    trusted: bool
+    env: dict[str, str] = Field(description="env of every node; secret values are '***'")
+    secret_env: list[str]
+    dropped: list[str] = Field(default_factory=list, description="flags left out (--drop-unsupported)")
+
+
+class Plan(_Model):
+    run: RunInfo
+    nodes: list[NodePlan]
+    _env: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    def set_env(self, env: dict[str, str]) -> None:
+        """Keep the recipe's env values (secrets included) out of the plan's data."""
+        self._env = dict(env)
+
+    def env_values(self, node: NodePlan) -> dict[str, str]:
+        """The env-file content of ``node``: the recipe's env (real values) then its LAIR_* env."""
+        return {**self._env, **node.lair_env}
+
+    @property
+    def head(self) -> NodePlan:
+        return self.nodes[0]

@@ -1,0 +1,63 @@
+"""``lair plan`` text: per node, every step with its exact command line."""
+
+from __future__ import annotations
+
+import shlex
+
+from lair.plan.model import NodePlan, Plan, Step
+
+__all__ = ["render_text"]
+
+
+def _step(i: int, s: Step) -> list[str]:
+    head = f"  {i:2d}. [{s.stage.value}] {s.name}"
+    if s.on_failure == "warn":
+        head += " (on failure: warn)"
+    if s.timeout_s and s.kind == "exec":
+        head += f" (timeout {s.timeout_s:g}s)"
+    lines = [head]
+    if s.argv:
+        lines.append("      $ " + shlex.join(s.argv))
+    if s.kind == "env_file":
+        lines.append(f"      write {s.path} (mode {s.mode}): {', '.join(s.env_names or [])}")
+    if s.kind == "upload":
+        lines.append(f"      copy {s.source} -> {s.path} (mode {s.mode})")
+    if s.script:
+        lines += ["      | " + ln for ln in s.script.rstrip().splitlines()]
+    if s.manifest:
+        lines.append(
+            f"      + one read-only -v per line of {s.manifest.replace(';', ' and ')}, before the image"
+        )
+    if s.urls is not None:
+        what = ", ".join(s.urls) if s.urls else "the process stays up"
+        lines.append(f"      wait up to {s.timeout_s:g}s: {what}")
+    if s.kind == "stop" and not s.argv:
+        lines.append(f"      SIGTERM the process group, SIGKILL after {s.timeout_s:g}s, verify it is gone")
+    if s.kind == "cleanup":
+        lines.append(f"      rm -rf {s.path}")
+    return lines
+
+
+def _node(n: NodePlan) -> list[str]:
+    mark = " (would take: not leased)" if n.would_take else ""
+    out = [f"node {n.name} ({n.address}) rank {n.rank}, {n.role}{mark}"]
+    for i, s in enumerate(n.steps, 1):
+        out += _step(i, s)
+    return out
+
+
+def render_text(p: Plan) -> str:
+    r = p.run
+    out = [
+        f"run {r.run_id}: {r.name}",
+        f"  engine {r.engine}, runtime {r.runtime}" + (f", image {r.image}" if r.image else ""),
+        f"  endpoint {r.endpoint}   master {r.master_addr}:{r.master_port}",
+        f"  env: {', '.join(sorted(r.env)) or '-'}"
+        + (f"  (secret: {', '.join(r.secret_env)})" if r.secret_env else ""),
+    ]
+    if not r.trusted:
+        out.append("  untrusted recipe (accepted)")
+    out += [f"  left out: {d}" for d in r.dropped]
+    for n in p.nodes:
+        out += ["", *_node(n)]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+SEED = ROOT / "examples" / "dsv41-flash-exl3-2x" / "recipe.toml"
+TINY = ROOT / "examples" / "tiny-cpu" / "recipe.toml"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every launcher unit test gets its own empty user config dir (rigs, clusters, runs)."""
+    home = tmp_path / "lair-home"
+    monkeypatch.setenv("LAIR_HOME", str(home))
+    return home
