@@ -1,0 +1,189 @@
+"""Every number lair's bench reports, defined in one place.
+
+All times are seconds on the monotonic clock (``time.perf_counter``), taken when the bytes arrive,
+before any parsing. A *content chunk* is a streamed chunk whose delta carries non-empty ``content``
+or reasoning text (``reasoning_content`` / ``reasoning``); role-only and empty chunks never count.
+
+TTFT
+    From the moment the request is written to the socket to the arrival of the first content chunk.
+prefill tok/s
+    At concurrency 1: server-reported prompt tokens / TTFT. At concurrency c (all requests sent
+    together): sum of prompt tokens / (last first-token time - first send time).
+per-stream decode tok/s
+    (completion tokens - tokens in the first content chunk) / (last content chunk - first content
+    chunk). Token counts come from the server's usage; the tokens of each chunk come from continuous
+    usage where the server offers it, else the completion tokens are shared out in proportion to
+    each chunk's text length.
+aggregate decode tok/s
+    Counted only over the window in which all c streams are decoding, from the latest first content
+    chunk to the earliest last content chunk: tokens of the chunks that arrive inside the window /
+    window length. At concurrency 1 it equals the per-stream figure.
+summary
+    Every metric is reported as p50, p90, min and max over its samples (requests or repeats); the
+    headline is the midpoint of the samples, i.e. the p50 (median).
+client-bound
+    A run is client-bound when the bench's own CPU time exceeds ``CLIENT_CPU_BOUND_FRACTION`` of
+    the wall time, or its event loop's p99 wake-up lag exceeds ``LOOP_LAG_BOUND_MS``: then the
+    client, not the server, limited the numbers, and they are flagged instead of trusted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CLIENT_CPU_BOUND_FRACTION",
+    "LOOP_LAG_BOUND_MS",
+    "RequestTiming",
+    "Summary",
+    "aggregate_decode_tok_s",
+    "chunk_tokens",
+    "decode_window",
+    "is_client_bound",
+    "per_stream_decode_tok_s",
+    "percentile",
+    "prefill_tok_s",
+    "summarize",
+    "ttft_s",
+]
+
+CLIENT_CPU_BOUND_FRACTION = 0.8
+"""Own CPU seconds per wall second above which the bench cannot keep up (one Python thread)."""
+
+LOOP_LAG_BOUND_MS = 5.0
+"""p99 event-loop wake-up lag above which arrival timestamps are no longer trustworthy."""
+
+
+@dataclass(slots=True)
+class RequestTiming:
+    """What one streamed request measured, in monotonic seconds.
+
+    ``content_times[i]`` is the arrival time of content chunk *i*, ``content_chars[i]`` its text
+    length and ``content_cum_tokens[i]`` the server's cumulative completion-token count at that chunk
+    when it streams continuous usage (else empty).
+    """
+
+    send_t: float
+    content_times: list[float] = field(default_factory=list)
+    content_chars: list[int] = field(default_factory=list)
+    content_cum_tokens: list[int] = field(default_factory=list)
+    done_t: float = 0.0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    status: int = 0
+    error: str = ""
+    text: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and bool(self.content_times)
+
+
+def ttft_s(r: RequestTiming) -> float | None:
+    """Send to first content chunk; None when no content arrived."""
+    return r.content_times[0] - r.send_t if r.content_times else None
+
+
+def chunk_tokens(r: RequestTiming) -> list[float]:
+    """Tokens carried by each content chunk (see the module docstring for the sources)."""
+    n = len(r.content_times)
+    if len(r.content_cum_tokens) == n and n:
+        prev = 0
+        out: list[float] = []
+        for cum in r.content_cum_tokens:
+            out.append(float(cum - prev))
+            prev = cum
+        return out
+    total_chars = sum(r.content_chars)
+    tokens = r.completion_tokens if r.completion_tokens is not None else n
+    if total_chars <= 0:
+        return [tokens / n] * n if n else []
+    return [tokens * c / total_chars for c in r.content_chars]
+
+
+def per_stream_decode_tok_s(r: RequestTiming) -> float | None:
+    """(completion tokens - first chunk's tokens) / (last chunk - first chunk)."""
+    if len(r.content_times) < 2:
+        return None
+    span = r.content_times[-1] - r.content_times[0]
+    if span <= 0:
+        return None
+    per_chunk = chunk_tokens(r)
+    total = r.completion_tokens if r.completion_tokens is not None else sum(per_chunk)
+    return (total - per_chunk[0]) / span
+
+
+def prefill_tok_s(rs: Sequence[RequestTiming]) -> float | None:
+    """Sum of prompt tokens / (last first-token time - first send time), over requests sent together."""
+    done = [r for r in rs if r.content_times]
+    if not done or any(r.prompt_tokens is None for r in done):
+        return None
+    span = max(r.content_times[0] for r in done) - min(r.send_t for r in rs)
+    return sum(r.prompt_tokens or 0 for r in done) / span if span > 0 else None
+
+
+def decode_window(rs: Sequence[RequestTiming]) -> tuple[float, float] | None:
+    """(latest first content chunk, earliest last content chunk): when every stream decodes."""
+    if not rs or any(len(r.content_times) < 2 for r in rs):
+        return None
+    start = max(r.content_times[0] for r in rs)
+    end = min(r.content_times[-1] for r in rs)
+    return (start, end) if end > start else None
+
+
+def aggregate_decode_tok_s(rs: Sequence[RequestTiming]) -> float | None:
+    """Tokens arriving inside the all-streams-decoding window / window length."""
+    if len(rs) == 1:
+        return per_stream_decode_tok_s(rs[0])
+    window = decode_window(rs)
+    if window is None:
+        return None
+    start, end = window
+    tokens = 0.0
+    for r in rs:
+        for t, n in zip(r.content_times, chunk_tokens(r), strict=True):
+            if start < t <= end:
+                tokens += n
+    return tokens / (end - start)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100) of a non-empty sequence."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("percentile of no values")
+    pos = (len(xs) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """p50 (the headline), p90, min, max and sample count of one metric."""
+
+    p50: float
+    p90: float
+    min: float
+    max: float
+    n: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"p50": self.p50, "p90": self.p90, "min": self.min, "max": self.max, "n": self.n}
+
+
+def summarize(values: Sequence[float | None]) -> Summary | None:
+    """Summary of the samples that exist; None when there are none."""
+    xs = [v for v in values if v is not None]
+    if not xs:
+        return None
+    return Summary(percentile(xs, 50), percentile(xs, 90), min(xs), max(xs), len(xs))
+
+
+def is_client_bound(cpu_s: float, wall_s: float, loop_lag_p99_ms: float) -> bool:
+    """True when the bench's own CPU use or event-loop lag says it limited the measurement."""
+    busy = wall_s > 0 and cpu_s / wall_s > CLIENT_CPU_BOUND_FRACTION
+    return busy or loop_lag_p99_ms > LOOP_LAG_BOUND_MS

@@ -1,0 +1,120 @@
+"""The bench's result model: options, one cell per (context, concurrency), the needle, the run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SCHEMA_VERSION", "BenchOptions", "BenchResult", "CellResult", "NeedleResult"]
+
+SCHEMA_VERSION = 1
+"""Version of the ``results.json`` layout; bumped on any incompatible change."""
+
+
+@dataclass
+class BenchOptions:
+    """What to measure. ``contexts`` are target prompt sizes in server tokens."""
+
+    model: str | None = None
+    contexts: list[int] = field(default_factory=lambda: [2048])
+    concurrency: list[int] = field(default_factory=lambda: [1])
+    decode_tokens: int = 128
+    repeat: int = 3
+    needle: bool = False
+    needle_context: int | None = None
+    needle_depth: float = 0.5
+    needle_secret: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    tokenizer: Path | None = None
+    force_output: bool = True
+    fresh_prompts: bool = True
+    request_timeout_s: float = 900.0
+    scrape_interval_s: float = 1.0
+    progress: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options as recorded in results (never the API key)."""
+        d = {k: v for k, v in asdict(self).items() if k not in ("api_key", "progress")}
+        d["tokenizer"] = str(self.tokenizer) if self.tokenizer else None
+        d["api_key_given"] = bool(self.api_key)
+        return d
+
+
+@dataclass
+class CellResult:
+    """One (context, concurrency) cell over its repeats. Headline numbers are p50s (see definitions)."""
+
+    context: int
+    concurrency: int
+    repeats: int
+    prompt_tokens: int | None
+    ttft_ms_p50: float | None
+    ttft_ms_p90: float | None
+    prefill_tok_s: float | None
+    decode_tok_s_per_stream: float | None
+    decode_tok_s_aggregate: float | None
+    completion_tokens: int | None
+    cached_tokens: int
+    cache_hit: bool
+    client_bound: bool
+    output_length_ok: bool
+    errors: int
+    flags: list[str] = field(default_factory=list)
+    stats: dict[str, dict[str, float] | None] = field(default_factory=dict)
+    client: dict[str, float] = field(default_factory=dict)
+    engine_metrics: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class NeedleResult:
+    """Needle in a haystack at one context and depth."""
+
+    context: int
+    depth: float
+    prompt_tokens: int | None
+    found: bool
+    time_s: float
+    ttft_ms: float | None
+    answer: str
+    error: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class BenchResult:
+    """A whole bench run: what ``results.json`` holds (plus the per-request rows kept apart)."""
+
+    url: str
+    model: str
+    started_at: str
+    finished_at: str
+    options: dict[str, Any]
+    cells: list[CellResult]
+    needle: NeedleResult | None = None
+    metrics_endpoint: bool = False
+    prompt_sizing: dict[str, Any] = field(default_factory=dict)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self, with_requests: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "url": self.url,
+            "model": self.model,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "options": self.options,
+            "metrics_endpoint": self.metrics_endpoint,
+            "prompt_sizing": self.prompt_sizing,
+            "cells": [c.as_dict() for c in self.cells],
+            "needle": self.needle.as_dict() if self.needle else None,
+        }
+        if with_requests:
+            d["requests"] = self.requests
+        return d

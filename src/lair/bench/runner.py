@@ -1,0 +1,395 @@
+"""Runs the cells (contexts x concurrency x repeats) and the needle against one server.
+
+Per repeat of a cell: fresh prompts are built and all connections opened *before* anything is
+timed; then every request is written back to back, the bench's own CPU time, wall time and event-loop
+lag are watched, ``/metrics`` is snapshotted before and after (and sampled during) the cell, and only
+when every stream has ended are the recorded bytes parsed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from lair.bench import definitions as d
+from lair.bench.client import (
+    Endpoint,
+    RawStream,
+    StreamProtocol,
+    chat_request,
+    http_request,
+    open_raw_stream,
+    open_stream,
+    parse_stream,
+)
+from lair.bench.metrics import MetricsWatch, cell_engine_metrics, scrape
+from lair.bench.prompt import PromptSizer, needle_prompt, prompt_text
+from lair.bench.results import BenchOptions, BenchResult, CellResult, NeedleResult
+from lair.errors import BenchError
+
+__all__ = ["run_bench", "run_bench_async"]
+
+_EXTRAS = ("ignore_eos", "min_tokens")
+_LAG_INTERVAL_S = 0.02
+_SETTLE_S, _SETTLE_PER_CONN_S = 0.05, 0.0005
+"""Pause after connecting, before the timed sends, so the server has accepted every connection."""
+
+
+@dataclass
+class _Session:
+    ep: Endpoint
+    model: str
+    opts: BenchOptions
+    sizer: PromptSizer
+    extras: bool = True
+    metrics: bool = False
+
+
+@dataclass
+class _Client:
+    """The bench's own load during one repeat."""
+
+    cpu_s: float
+    wall_s: float
+    loop_lag_p99_ms: float
+
+    @property
+    def bound(self) -> bool:
+        return d.is_client_bound(self.cpu_s, self.wall_s, self.loop_lag_p99_ms)
+
+
+@dataclass
+class _Repeat:
+    timings: list[d.RequestTiming]
+    client: _Client
+    engine: dict[str, Any] = field(default_factory=dict)
+
+
+class _LagMonitor:
+    """Measures how late the event loop wakes a task that sleeps ``_LAG_INTERVAL_S``."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self.task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(_LAG_INTERVAL_S)
+            self.lags.append(time.perf_counter() - t - _LAG_INTERVAL_S)
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> float:
+        """Stops and returns the p99 lag in ms."""
+        assert self.task is not None
+        self.task.cancel()
+        try:
+            await self.task
+        except asyncio.CancelledError:
+            pass
+        return d.percentile(self.lags, 99) * 1000 if self.lags else 0.0
+
+
+def _body(s: _Session, content: str, max_tokens: int, force: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": s.model,
+        "messages": [{"role": "user", "content": content}],
+        "stream": True,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream_options": {"include_usage": True},
+    }
+    if s.extras:
+        body["stream_options"]["continuous_usage_stats"] = True
+        if force:
+            body.update(ignore_eos=True, min_tokens=max_tokens)
+    return body
+
+
+async def _stream_all(
+    s: _Session, contents: list[str], max_tokens: int, force: bool
+) -> tuple[list[d.RequestTiming], _Client]:
+    """Send every request together; return parsed timings and the client's own load."""
+    payloads = [chat_request(s.ep, _body(s, c, max_tokens, force), s.opts.api_key) for c in contents]
+    protos = await _connect_all(s.ep, len(payloads))
+    await asyncio.sleep(_SETTLE_S + _SETTLE_PER_CONN_S * len(protos))
+    lag = _LagMonitor()
+    lag.start()
+    gc.disable()  # no collector pauses while arrivals are being time-stamped
+    try:
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        for p, payload in zip(protos, payloads, strict=True):
+            p.send(payload)
+        _, pending = await asyncio.wait([p.done for p in protos], timeout=s.opts.request_timeout_s)
+        client = _Client(time.process_time() - cpu0, time.perf_counter() - wall0, await lag.stop())
+    finally:
+        gc.enable()
+    for p in protos:
+        p.close()
+    timings = [parse_stream(p.send_t, _arrivals(p), p.reads) for p in protos]
+    for p, t in zip(protos, timings, strict=True):
+        if p.done in pending:
+            t.error = t.error or f"timed out after {s.opts.request_timeout_s:.0f} s"
+    return timings, client
+
+
+async def _connect_all(ep: Endpoint, n: int) -> list[RawStream | StreamProtocol]:
+    if ep.scheme == "http":
+        return list(await asyncio.gather(*(open_raw_stream(ep) for _ in range(n))))
+    return list(await asyncio.gather(*(open_stream(ep) for _ in range(n))))
+
+
+def _arrivals(p: RawStream | StreamProtocol) -> list[float]:
+    return p.arrival_times() if isinstance(p, RawStream) else p.times
+
+
+async def _probe(s: _Session, content: str) -> int | None:
+    """One 1-token request; falls back to plain OpenAI fields if the server rejects lair's extras."""
+    timings, _ = await _stream_all(s, [content], 1, force=True)
+    r = timings[0]
+    if r.status == 400 and s.extras:
+        s.extras = False
+        timings, _ = await _stream_all(s, [content], 1, force=True)
+        r = timings[0]
+    if r.status != 200:
+        raise BenchError(f"the server answered a probe request with: {r.error}")
+    return r.prompt_tokens
+
+
+async def _discover_model(ep: Endpoint, api_key: str | None) -> str:
+    status, body = await http_request(ep, "GET", "/v1/models", api_key=api_key)
+    try:
+        return str(json.loads(body)["data"][0]["id"]) if status == 200 else ""
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ""
+
+
+async def _repeat(s: _Session, contents: list[str]) -> _Repeat:
+    before = await scrape(s.ep, s.opts.api_key) if s.metrics else None
+    watch = MetricsWatch(s.ep, s.opts.api_key, s.opts.scrape_interval_s)
+    if before is not None:
+        watch.start()
+    timings, client = await _stream_all(s, contents, s.opts.decode_tokens, s.opts.force_output)
+    samples = await watch.stop()
+    after = await scrape(s.ep, s.opts.api_key) if before is not None else None
+    engine = cell_engine_metrics(before, after, samples) if before is not None and after is not None else {}
+    return _Repeat(timings, client, engine)
+
+
+def _contents(s: _Session, n_words: int, c: int) -> list[str]:
+    if s.opts.fresh_prompts:
+        return [prompt_text(n_words) for _ in range(c)]
+    return [prompt_text(n_words, nonce=f"fixed{i}") for i in range(c)]
+
+
+def _summary(values: list[float | None]) -> dict[str, float] | None:
+    sm = d.summarize(values)
+    return sm.as_dict() if sm else None
+
+
+def _median_int(values: list[int | None]) -> int | None:
+    xs = [v for v in values if v is not None]
+    return round(d.percentile(xs, 50)) if xs else None
+
+
+def _flags(cell: CellResult, no_usage: bool) -> list[str]:
+    pairs = [
+        (cell.cache_hit, "cache-hit"),
+        (cell.client_bound, "client-bound"),
+        (not cell.output_length_ok, "short-output"),
+        (cell.errors > 0, "errors"),
+        (no_usage, "no-usage"),
+    ]
+    return [name for cond, name in pairs if cond]
+
+
+def _cell(s: _Session, ctx: int, c: int, reps: list[_Repeat]) -> CellResult:
+    rs = [r for rep in reps for r in rep.timings]
+    ok = [r for r in rs if r.ok]
+    ttft = [(t * 1000 if (t := d.ttft_s(r)) is not None else None) for r in ok]
+    stats = {
+        "ttft_ms": _summary(ttft),
+        "prefill_tok_s": _summary([d.prefill_tok_s([r for r in rep.timings if r.ok]) for rep in reps]),
+        "decode_tok_s_per_stream": _summary([d.per_stream_decode_tok_s(r) for r in ok]),
+        "decode_tok_s_aggregate": _summary(
+            [d.aggregate_decode_tok_s([r for r in p.timings if r.ok]) for p in reps]
+        ),
+    }
+    hits = sum((rep.engine.get("prefix_cache_hits_delta") or 0) for rep in reps)
+    cached = sum(r.cached_tokens or 0 for r in ok)
+    want = s.opts.decode_tokens
+    cell = CellResult(
+        context=ctx,
+        concurrency=c,
+        repeats=len(reps),
+        prompt_tokens=_median_int([r.prompt_tokens for r in ok]),
+        ttft_ms_p50=_p(stats["ttft_ms"], "p50"),
+        ttft_ms_p90=_p(stats["ttft_ms"], "p90"),
+        prefill_tok_s=_p(stats["prefill_tok_s"], "p50"),
+        decode_tok_s_per_stream=_p(stats["decode_tok_s_per_stream"], "p50"),
+        decode_tok_s_aggregate=_p(stats["decode_tok_s_aggregate"], "p50"),
+        completion_tokens=_median_int([r.completion_tokens for r in ok]),
+        cached_tokens=cached,
+        cache_hit=cached > 0 or hits > 0,
+        client_bound=any(rep.client.bound for rep in reps),
+        output_length_ok=not s.opts.force_output or all(r.completion_tokens == want for r in ok),
+        errors=len(rs) - len(ok),
+        stats=stats,
+        client=_client_summary(reps),
+        engine_metrics=[rep.engine for rep in reps],
+    )
+    cell.flags = _flags(cell, any(r.completion_tokens is None for r in ok))
+    return cell
+
+
+def _p(sm: dict[str, float] | None, key: str) -> float | None:
+    return sm[key] if sm else None
+
+
+def _client_summary(reps: list[_Repeat]) -> dict[str, float]:
+    return {
+        "cpu_s": sum(r.client.cpu_s for r in reps),
+        "wall_s": sum(r.client.wall_s for r in reps),
+        "cpu_fraction_max": max(r.client.cpu_s / r.client.wall_s if r.client.wall_s else 0.0 for r in reps),
+        "loop_lag_p99_ms_max": max(r.client.loop_lag_p99_ms for r in reps),
+    }
+
+
+def request_rows(ctx: int, c: int, rep_i: int, rep: _Repeat) -> list[dict[str, Any]]:
+    """Per-request raw timings (ms relative to the repeat's first send) for the JSONL file."""
+    t0 = min(r.send_t for r in rep.timings)
+    rows = []
+    for i, r in enumerate(rep.timings):
+        ttft = d.ttft_s(r)
+        rows.append(
+            {
+                "context": ctx,
+                "concurrency": c,
+                "repeat": rep_i,
+                "index": i,
+                "send_ms": round((r.send_t - t0) * 1000, 3),
+                "ttft_ms": round(ttft * 1000, 3) if ttft is not None else None,
+                "decode_tok_s": d.per_stream_decode_tok_s(r),
+                "prompt_tokens": r.prompt_tokens,
+                "completion_tokens": r.completion_tokens,
+                "cached_tokens": r.cached_tokens,
+                "status": r.status,
+                "error": r.error,
+                "chunk_ms": [round((t - r.send_t) * 1000, 3) for t in r.content_times],
+                "chunk_tokens": [round(x, 3) for x in d.chunk_tokens(r)],
+            }
+        )
+    return rows
+
+
+def _say(s: _Session, msg: str) -> None:
+    if s.opts.progress:
+        s.opts.progress(msg)
+
+
+async def _run_cell(s: _Session, ctx: int, c: int, rows: list[dict[str, Any]]) -> CellResult:
+    n_words = s.sizer.words_for(ctx)
+    reps: list[_Repeat] = []
+    for i in range(s.opts.repeat):
+        rep = await _repeat(s, _contents(s, n_words, c))
+        rows.extend(request_rows(ctx, c, i, rep))
+        reps.append(rep)
+        ttft = d.ttft_s(rep.timings[0])
+        _say(s, f"  ctx {ctx} x{c} repeat {i + 1}/{s.opts.repeat}: ttft {1000 * (ttft or 0):.1f} ms")
+    cell = _cell(s, ctx, c, reps)
+    _say(s, _cell_line(cell))
+    return cell
+
+
+def _cell_line(c: CellResult) -> str:
+    def f(x: float | None) -> str:
+        return "-" if x is None else f"{x:,.1f}"
+
+    flags = f"  [{', '.join(c.flags)}]" if c.flags else ""
+    return (
+        f"ctx {c.context} x{c.concurrency}: prompt {c.prompt_tokens} tok, ttft p50 {f(c.ttft_ms_p50)} ms, "
+        f"prefill {f(c.prefill_tok_s)} tok/s, decode {f(c.decode_tok_s_per_stream)} tok/s/stream, "
+        f"{f(c.decode_tok_s_aggregate)} tok/s aggregate{flags}"
+    )
+
+
+async def _run_needle(s: _Session) -> NeedleResult:
+    import secrets
+
+    ctx = s.opts.needle_context or max(s.opts.contexts)
+    secret = (
+        s.opts.needle_secret
+        or f"{secrets.choice(['amber', 'cobalt', 'violet'])}-{secrets.randbelow(9000) + 1000}"
+    )
+    content = needle_prompt(s.sizer.words_for(ctx), s.opts.needle_depth, secret)
+    timings, _ = await _stream_all(s, [content], 64, force=False)
+    r = timings[0]
+    ttft = d.ttft_s(r)
+    found = secret.lower() in r.text.lower()
+    _say(s, f"needle at ctx {ctx} depth {s.opts.needle_depth}: {'found' if found else 'not found'}")
+    return NeedleResult(
+        context=ctx,
+        depth=s.opts.needle_depth,
+        prompt_tokens=r.prompt_tokens,
+        found=found,
+        time_s=r.done_t - r.send_t,
+        ttft_ms=ttft * 1000 if ttft is not None else None,
+        answer=r.text[:200],
+        error=r.error,
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+async def _session(url: str, opts: BenchOptions) -> _Session:
+    ep = Endpoint.parse(url)
+    model = opts.model or await _discover_model(ep, opts.api_key)
+    if not model:
+        raise BenchError(f"{url} lists no model", hint="give the served model name with --model")
+    s = _Session(ep, model, opts, PromptSizer(tokenizer_path=opts.tokenizer))
+    s.metrics = await scrape(ep, opts.api_key) is not None
+    await s.sizer.calibrate(lambda text: _probe(s, text))
+    return s
+
+
+async def run_bench_async(url: str, options: BenchOptions | None = None) -> BenchResult:
+    """Benchmark the OpenAI-compatible server at ``url``; see :mod:`lair.bench.definitions`."""
+    opts = options or BenchOptions()
+    started = _now()
+    s = await _session(url, opts)
+    _say(s, f"model {s.model}; /metrics {'found' if s.metrics else 'absent'}; lair extras {s.extras}")
+    rows: list[dict[str, Any]] = []
+    cells = [await _run_cell(s, ctx, c, rows) for ctx in opts.contexts for c in opts.concurrency]
+    needle = await _run_needle(s) if opts.needle else None
+    return BenchResult(
+        url=f"{s.ep.scheme}://{s.ep.netloc}{s.ep.prefix}",
+        model=s.model,
+        started_at=started,
+        finished_at=_now(),
+        options=opts.as_dict(),
+        cells=cells,
+        needle=needle,
+        metrics_endpoint=s.metrics,
+        prompt_sizing={
+            "tokens_per_word": s.sizer.tokens_per_word,
+            "overhead_tokens": s.sizer.overhead,
+            "calibrated": s.sizer.calibrated,
+            "tokenizer": str(opts.tokenizer) if opts.tokenizer else None,
+            "extras_accepted": s.extras,
+        },
+        requests=rows,
+    )
+
+
+def run_bench(url: str, options: BenchOptions | None = None) -> BenchResult:
+    """Synchronous :func:`run_bench_async` (starts its own event loop)."""
+    return asyncio.run(run_bench_async(url, options))
