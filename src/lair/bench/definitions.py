@@ -16,8 +16,9 @@ per-stream decode tok/s
     each chunk's text length.
 aggregate decode tok/s
     Counted only over the window in which all c streams are decoding, from the latest first content
-    chunk to the earliest last content chunk: tokens of the chunks that arrive inside the window /
-    window length. At concurrency 1 it equals the per-stream figure.
+    chunk to the earliest last content chunk: tokens delivered inside the window (each stream's count
+    interpolated linearly between chunk arrivals at the window's edges) / window length. At
+    concurrency 1 it equals the per-stream figure.
 summary
     Every metric is reported as p50, p90, min and max over its samples (requests or repeats); the
     headline is the midpoint of the samples, i.e. the p50 (median).
@@ -30,8 +31,10 @@ client-bound
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 __all__ = [
@@ -135,8 +138,23 @@ def decode_window(rs: Sequence[RequestTiming]) -> tuple[float, float] | None:
     return (start, end) if end > start else None
 
 
+def _tokens_at(times: list[float], cum: list[float], t: float) -> float:
+    """Tokens a stream had delivered by time ``t``, linear between chunk arrivals."""
+    i = bisect_right(times, t)
+    if i == 0:
+        return 0.0
+    if i == len(times):
+        return cum[-1]
+    t0, t1 = times[i - 1], times[i]
+    return cum[i - 1] + (cum[i] - cum[i - 1]) * (t - t0) / (t1 - t0) if t1 > t0 else cum[i]
+
+
 def aggregate_decode_tok_s(rs: Sequence[RequestTiming]) -> float | None:
-    """Tokens arriving inside the all-streams-decoding window / window length."""
+    """Tokens delivered inside the all-streams-decoding window / window length.
+
+    Each stream's delivered-token count is interpolated linearly between its chunk arrivals at the
+    window's edges, so the figure does not jump by a chunk when an edge falls between two chunks.
+    """
     if len(rs) == 1:
         return per_stream_decode_tok_s(rs[0])
     window = decode_window(rs)
@@ -145,9 +163,8 @@ def aggregate_decode_tok_s(rs: Sequence[RequestTiming]) -> float | None:
     start, end = window
     tokens = 0.0
     for r in rs:
-        for t, n in zip(r.content_times, chunk_tokens(r), strict=True):
-            if start < t <= end:
-                tokens += n
+        cum = list(accumulate(chunk_tokens(r)))
+        tokens += _tokens_at(r.content_times, cum, end) - _tokens_at(r.content_times, cum, start)
     return tokens / (end - start)
 
 

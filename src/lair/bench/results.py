@@ -99,6 +99,7 @@ class BenchResult:
     cells: list[CellResult]
     needle: NeedleResult | None = None
     metrics_endpoint: bool = False
+    server_version: str | None = None
     prompt_sizing: dict[str, Any] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
 
@@ -111,6 +112,7 @@ class BenchResult:
             "finished_at": self.finished_at,
             "options": self.options,
             "metrics_endpoint": self.metrics_endpoint,
+            "server_version": self.server_version,
             "prompt_sizing": self.prompt_sizing,
             "cells": [c.as_dict() for c in self.cells],
             "needle": self.needle.as_dict() if self.needle else None,

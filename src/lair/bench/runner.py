@@ -171,6 +171,18 @@ async def _discover_model(ep: Endpoint, api_key: str | None) -> str:
         return ""
 
 
+async def _server_version(ep: Endpoint, api_key: str | None) -> str | None:
+    """vLLM/SGLang ``/version`` or llama.cpp ``/props`` build info, when the server has them."""
+    for path, key in (("/version", "version"), ("/props", "build_info")):
+        try:
+            status, body = await http_request(ep, "GET", path, api_key=api_key, timeout_s=5)
+            if status == 200 and isinstance(value := json.loads(body).get(key), str):
+                return value
+        except (BenchError, ValueError, AttributeError):
+            continue
+    return None
+
+
 async def _repeat(s: _Session, contents: list[str]) -> _Repeat:
     before = await scrape(s.ep, s.opts.api_key) if s.metrics else None
     watch = MetricsWatch(s.ep, s.opts.api_key, s.opts.scrape_interval_s)
@@ -379,6 +391,7 @@ async def run_bench_async(url: str, options: BenchOptions | None = None) -> Benc
         cells=cells,
         needle=needle,
         metrics_endpoint=s.metrics,
+        server_version=await _server_version(s.ep, opts.api_key),
         prompt_sizing={
             "tokens_per_word": s.sizer.tokens_per_word,
             "overhead_tokens": s.sizer.overhead,

@@ -1,0 +1,163 @@
+"""Bench and report commands: ``lair bench URL``, ``lair report show DIR``, ``lair report compare A B``.
+
+Imports nothing heavy at module level: the bench and report packages load inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from lair.cli._common import dump_json, err
+
+__all__ = ["register"]
+
+_KEY_ENVS = ("LAIR_API_KEY", "OPENAI_API_KEY")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from exc
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("bench", help="benchmark an OpenAI-compatible server: speed by context, needle")
+    p.add_argument("url", metavar="URL", help="server base URL, e.g. http://127.0.0.1:8000")
+    p.add_argument("--model", help="served model name (default: the first of /v1/models)")
+    p.add_argument("--contexts", type=_ints, default=[2048], help="prompt sizes in tokens, e.g. 2048,40960")
+    p.add_argument("--concurrency", type=_ints, default=[1], help="streams sent together, e.g. 1,4")
+    p.add_argument("--decode-tokens", type=int, default=128, help="forced output length per request")
+    p.add_argument("--repeat", type=int, default=3, help="repeats per cell (p50 is the headline)")
+    p.add_argument("--needle", action="store_true", help="also run a needle-in-a-haystack test")
+    p.add_argument("--needle-context", type=int, help="needle prompt size (default: the largest context)")
+    p.add_argument("--needle-depth", type=float, default=0.5, help="0 = start of the haystack, 1 = end")
+    p.add_argument("--tokenizer", type=Path, help="local tokenizer.json for exact prompt sizing")
+    p.add_argument("--no-force-output", action="store_true", help="do not send ignore_eos/min_tokens")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds per request")
+    p.add_argument(
+        "--api-key", help="bearer token (default: $LAIR_API_KEY or $OPENAI_API_KEY); never printed or saved"
+    )
+    p.add_argument("--out", type=Path, metavar="DIR", help="write a run report folder here")
+    p.add_argument("--recipe", type=Path, help="the recipe being benchmarked (its report folder, by default)")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="recipe placeholder value"
+    )
+    p.add_argument("--run-name", help="report name (default: the recipe name, else 'bench')")
+    p.add_argument("--json", action="store_true", help='print {"cells": [...], "needle", "report"}')
+    p.set_defaults(handler=cmd_bench)
+
+    p = sub.add_parser("report", help="run reports: show one, compare two")
+    rs = p.add_subparsers(dest="report_command", metavar="ACTION", required=True)
+    q = rs.add_parser("show", help="print a report folder's table")
+    q.add_argument("dir", metavar="DIR")
+    q.add_argument("--json", action="store_true", help="print results.json")
+    q.set_defaults(handler=cmd_report_show)
+    q = rs.add_parser("compare", help="two reports side by side, deltas in %% (B against A)")
+    q.add_argument("a", metavar="A")
+    q.add_argument("b", metavar="B")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(handler=cmd_report_compare)
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    key: str | None = args.api_key
+    return key or next((os.environ[e] for e in _KEY_ENVS if os.environ.get(e)), None)
+
+
+def _values(pairs: list[str]) -> dict[str, str]:
+    from lair.errors import BenchError
+
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise BenchError(f"--set expects NAME=VALUE, got {name!r}")
+        out[name.strip()] = value
+    return out
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from lair.bench import BenchOptions, run_bench
+
+    key = _api_key(args)
+    opts = BenchOptions(
+        model=args.model,
+        contexts=args.contexts,
+        concurrency=args.concurrency,
+        decode_tokens=args.decode_tokens,
+        repeat=args.repeat,
+        needle=args.needle,
+        needle_context=args.needle_context,
+        needle_depth=args.needle_depth,
+        api_key=key,
+        tokenizer=args.tokenizer,
+        force_output=not args.no_force_output,
+        request_timeout_s=args.timeout,
+        progress=err,
+    )
+    result = run_bench(args.url, opts)
+    report = _write_report(args, result, key) if args.out or args.recipe else None
+    if args.json:
+        doc = result.as_dict()
+        dump_json({"cells": doc["cells"], "needle": doc["needle"], "report": str(report) if report else None})
+        return 0
+    from lair.report.render import COLUMNS
+
+    print(" | ".join(t for _, t in COLUMNS))
+    for cell in result.cells:
+        d = cell.as_dict()
+        print(" | ".join(_text(d.get(k)) for k, _ in COLUMNS))
+    if report:
+        err(f"report: {report}")
+    return 0
+
+
+def _text(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, list):
+        return ",".join(map(str, v)) or "ok"
+    return f"{v:,.1f}" if isinstance(v, float) else str(v)
+
+
+def _write_report(args: argparse.Namespace, result: Any, key: str | None) -> Path:
+    from lair.report import write_run_report
+
+    values = _values(args.set)
+    name = args.run_name or (_recipe_name(args.recipe, values) if args.recipe else "bench")
+    return write_run_report(args.recipe, name, result, None, values, out_dir=args.out, api_key=key)
+
+
+def _recipe_name(path: Path, values: dict[str, str]) -> str:
+    from lair.recipe import load_recipe
+
+    return load_recipe(path).name or path.stem
+
+
+def cmd_report_show(args: argparse.Namespace) -> int:
+    from lair.report import load_report, markdown
+
+    doc = load_report(args.dir)
+    if args.json:
+        dump_json(doc)
+    else:
+        print(markdown(doc), end="")
+    return 0
+
+
+def cmd_report_compare(args: argparse.Namespace) -> int:
+    from lair.report import compare, compare_text, load_report
+
+    cmp = compare(load_report(args.a), load_report(args.b))
+    if args.json:
+        dump_json(cmp)
+    else:
+        print(compare_text(cmp), end="")
+    return 0

@@ -1,0 +1,157 @@
+"""The run report folder: ``<recipe dir>/reports/<YYYY-MM-DD_HHMMSS>_<run name>/``.
+
+<stem>.recipe.toml   the recipe as run: placeholders resolved, secrets replaced by ***
+results.json         schema-versioned: run name, bench result (cells, needle), fingerprint
+requests.jsonl       one line per request: raw timings (ms from the repeat's first send)
+fingerprint.json     hardware/software fingerprint (also inside results.json)
+logs/<name>.log      engine logs, secret values replaced by ***
+report.md            human report (Markdown)
+report.html          human report (self-contained HTML with an SVG plot)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lair.bench import SCHEMA_VERSION, BenchResult
+from lair.errors import BenchError
+from lair.report.fingerprint import fingerprint, sha256_file
+from lair.report.render import html_page, markdown
+
+__all__ = ["REPORT_FILES", "load_report", "report_dir", "write_run_report"]
+
+REPORT_FILES = ("results.json", "requests.jsonl", "fingerprint.json", "report.md", "report.html")
+"""Files every report folder holds (plus the recipe and logs when there are any)."""
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "run"
+
+
+def report_dir(recipe_path: str | Path, run_name: str, now: datetime | None = None) -> Path:
+    """``<recipe dir>/reports/<YYYY-MM-DD_HHMMSS>_<run name>/`` (local time)."""
+    stamp = (now or datetime.now()).strftime("%Y-%m-%d_%H%M%S")
+    return Path(recipe_path).resolve().parent / "reports" / f"{stamp}_{_slug(run_name)}"
+
+
+def _secrets(values: Mapping[str, str] | None, api_key: str | None) -> list[str]:
+    from lair.recipe import is_secret_name
+
+    found = [v for k, v in (values or {}).items() if v and is_secret_name(k)]
+    return sorted({*found, *([api_key] if api_key else [])}, key=len, reverse=True)
+
+
+def _redact(text: str, secrets: list[str]) -> str:
+    for s in secrets:
+        if len(s) >= 4:
+            text = text.replace(s, "***")
+    return text
+
+
+def _write_logs(out: Path, logs: Mapping[str, str] | None, secrets: list[str]) -> list[str]:
+    names = []
+    for name, text in (logs or {}).items():
+        (out / "logs").mkdir(exist_ok=True)
+        path = out / "logs" / f"{_slug(name)}.log"
+        path.write_text(_redact(text, secrets))
+        names.append(path.name)
+    return names
+
+
+def _bench_doc(results: BenchResult | Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    if isinstance(results, BenchResult):
+        return results.as_dict(), results.requests
+    doc = dict(results)
+    return doc, list(doc.pop("requests", []) or [])
+
+
+def write_run_report(
+    recipe_path: str | Path | None,
+    run_name: str,
+    results: BenchResult | Mapping[str, Any],
+    engine_logs: Mapping[str, str] | None = None,
+    values: Mapping[str, str] | None = None,
+    *,
+    out_dir: str | Path | None = None,
+    image: str | None = None,
+    engine_version: str | None = None,
+    api_key: str | None = None,
+) -> Path:
+    """Write a complete report folder and return its path.
+
+    The folder is ``out_dir`` when given, else ``<recipe dir>/reports/<stamp>_<run name>/``. ``values``
+    resolve the recipe's placeholders; those whose names hold secrets, and ``api_key``, are replaced
+    by ``***`` in the recipe copy and the logs.
+    """
+    if out_dir is None and recipe_path is None:
+        raise BenchError("a run report needs a recipe or an output folder", hint="pass --out DIR")
+    out = Path(out_dir) if out_dir is not None else report_dir(recipe_path or ".", run_name)
+    out.mkdir(parents=True, exist_ok=True)
+    secrets = _secrets(values, api_key)
+    recipe_info = _write_recipe(out, recipe_path, values, secrets)
+    bench, requests = _bench_doc(results)
+    fp = fingerprint(
+        out,
+        image=image,
+        engine_version=engine_version or bench.get("server_version"),
+        recipe_sha256=recipe_info.get("sha256"),
+    )
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "lair.run_report",
+        "run_name": run_name,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "lair_version": fp["lair_version"],
+        "recipe": recipe_info,
+        "bench": bench,
+        "fingerprint": fp,
+        "logs": _write_logs(out, engine_logs, secrets),
+    }
+    _dump(out / "results.json", doc)
+    _dump(out / "fingerprint.json", fp)
+    with (out / "requests.jsonl").open("w") as f:
+        f.writelines(json.dumps(row, separators=(",", ":")) + "\n" for row in requests)
+    (out / "report.md").write_text(markdown(doc))
+    (out / "report.html").write_text(html_page(doc))
+    return out
+
+
+def _write_recipe(
+    out: Path, recipe_path: str | Path | None, values: Mapping[str, str] | None, secrets: list[str]
+) -> dict[str, Any]:
+    if recipe_path is None:
+        return {}
+    from lair.recipe import redacted_toml
+
+    path = Path(recipe_path)
+    stem = path.name.split(".")[0]
+    copy = out / f"{stem}.recipe.toml"
+    copy.write_text(_redact(redacted_toml(path, dict(values or {})), secrets))
+    return {"source": str(path), "file": copy.name, "sha256": sha256_file(path)}
+
+
+def _dump(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def load_report(path: str | Path) -> dict[str, Any]:
+    """Read a report folder's ``results.json`` (or the file itself)."""
+    p = Path(path)
+    file = p / "results.json" if p.is_dir() else p
+    try:
+        doc: dict[str, Any] = json.loads(file.read_text())
+    except (OSError, ValueError) as exc:
+        raise BenchError(f"not a run report: {path} ({exc})", hint="give a report folder") from exc
+    if doc.get("kind") != "lair.run_report" or "bench" not in doc:
+        raise BenchError(f"not a run report: {file}")
+    if int(doc.get("schema_version", 0)) > SCHEMA_VERSION:
+        raise BenchError(
+            f"{file} has schema {doc['schema_version']}; this lair reads up to {SCHEMA_VERSION}",
+            hint="upgrade lair",
+        )
+    return doc
