@@ -1,0 +1,236 @@
+"""``lair fit``: will a recipe (or a model folder) fit a rig, and how fast can it possibly go?"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from lair.cli._common import dump_json, err
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "fit",
+        help="memory fit, KV pool, max context and speed ceilings of a recipe or model on a GPU setup",
+        description="Fit a recipe (FILE) or a model (--model DIR, or FILE being a model folder / GGUF) on "
+        "the hardware of --rig, --gpu/--gpus, or the recipe's meta.hardware.",
+    )
+    p.add_argument("file", nargs="?", metavar="FILE", help="recipe file, or a model folder / GGUF file")
+    p.add_argument("--model", metavar="DIR", help="model folder, GGUF file or HF cache entry (model facts)")
+    p.add_argument("--rig", metavar="R", help="take the hardware from this rig")
+    p.add_argument("--gpu", metavar="NAME", help='GPU from the catalog, e.g. "RTX PRO 6000", "H200"')
+    p.add_argument("--gpus", type=int, metavar="N", help="number of GPUs (default: what the layout needs)")
+    p.add_argument("--gpu-memory-gb", type=float, metavar="GB", help="override the catalog's memory per GPU")
+    p.add_argument("--host-ram-gb", type=float, metavar="GB", help="host RAM per node (for offload)")
+    p.add_argument("--context", type=int, metavar="N", help="tokens per sequence (default: max_model_len)")
+    p.add_argument("--concurrency", type=int, default=1, metavar="C", help="sequences at once (default 1)")
+    p.add_argument("--tp", type=int, help="tensor parallel size (default: the recipe's)")
+    p.add_argument("--pp", type=int, help="pipeline parallel size")
+    p.add_argument("--dcp", type=int, help="decode context parallel size (splits KV tokens over TP GPUs)")
+    p.add_argument("--gpu-memory-utilization", type=float, metavar="F", help="memory fraction (default 0.9)")
+    p.add_argument(
+        "--kv-cache-dtype", "--kv-dtype", dest="kv_cache_dtype", metavar="D", help="e.g. fp8, auto"
+    )
+    p.add_argument("--sliding-kv-dtype", metavar="D", help="KV dtype of sliding-window layers")
+    p.add_argument("--max-model-len", type=int, metavar="N")
+    p.add_argument("--spec-tokens", type=int, metavar="K", help="speculative tokens per step")
+    p.add_argument("--cpu-offload-gb", type=float, metavar="GB", help="weights kept in host RAM on purpose")
+    p.add_argument("--list-gpus", action="store_true", help="list the hardware catalog and exit")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(handler=cmd_fit)
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    if args.list_gpus:
+        return _list_gpus(args)
+    from lair.fit import Measured
+    from lair.fit.summary import fit_summary
+
+    recipe, facts = _recipe_and_facts(args)
+    layout = _layout(args, recipe)
+    hw = _hardware(args, recipe, layout.gpus)
+    rows = [_measured(r) for r in (recipe.meta.performance if recipe is not None else [])]
+    out = fit_summary(
+        facts,
+        hw,
+        layout,
+        context=args.context,
+        concurrency=args.concurrency,
+        measured=[Measured(**r) for r in rows],
+    )
+    if args.json:
+        dump_json(out)
+    else:
+        print(_render(out))
+    return 0 if out["verdict"] != "does-not-fit" else 1
+
+
+def _measured(row: Any) -> dict[str, Any]:
+    return {
+        "context": row.context,
+        "concurrency": row.concurrency or 1,
+        "prefill_tok_s": row.prefill_tok_s,
+        "decode_tok_s": row.decode_tok_s,
+    }
+
+
+def _is_model_path(path: Path) -> bool:
+    return path.is_dir() or path.suffix == ".gguf"
+
+
+def _recipe_and_facts(args: argparse.Namespace) -> tuple[Any, Any]:
+    from lair.errors import FitError
+    from lair.fit import read_model_facts
+
+    recipe = None
+    if args.file and not _is_model_path(Path(args.file)):
+        from lair.recipe import load_recipe
+
+        recipe = load_recipe(args.file)
+    model = args.model or (args.file if args.file and recipe is None else None)
+    if model is None and recipe is not None:
+        model = _recipe_model_path(recipe)
+    if model is None:
+        raise FitError(
+            "no model facts: the recipe's model is not a local folder" if recipe else "nothing to fit",
+            hint="pass --model DIR (a model folder, GGUF file or Hugging Face cache entry)",
+        )
+    return recipe, read_model_facts(model)
+
+
+def _recipe_model_path(recipe: Any) -> str | None:
+    """The recipe's model as a local path, placeholders filled from their defaults (None if not local)."""
+    text = str(recipe.model or "")
+    for name, ph in (recipe.placeholders or {}).items():
+        if ph.default is not None:
+            text = text.replace("{" + name + "}", str(ph.default))
+    return text if text and "{" not in text and Path(text).exists() else None
+
+
+def _layout(args: argparse.Namespace, recipe: Any) -> Any:
+    from dataclasses import replace
+
+    from lair.fit import Layout, layout_from_recipe
+    from lair.fit.catalog import GIB
+
+    layout = layout_from_recipe(recipe) if recipe is not None else Layout()
+    given = {
+        "tp": args.tp,
+        "pp": args.pp,
+        "dcp": args.dcp,
+        "gpu_memory_utilization": args.gpu_memory_utilization,
+        "kv_cache_dtype": args.kv_cache_dtype,
+        "sliding_kv_cache_dtype": args.sliding_kv_dtype,
+        "max_model_len": args.max_model_len,
+        "spec_tokens": args.spec_tokens,
+        "cpu_offload_bytes": int(args.cpu_offload_gb * GIB) if args.cpu_offload_gb is not None else None,
+    }
+    return replace(layout, **{k: v for k, v in given.items() if v is not None})
+
+
+def _hardware(args: argparse.Namespace, recipe: Any, needed: int) -> Any:
+    from lair.errors import FitError
+    from lair.fit import Hardware, find_device
+    from lair.fit.catalog import GIB
+
+    src = _hardware_source(args, recipe)
+    name = args.gpu or (src.gpu_model if src else None)
+    if not name:
+        raise FitError("no hardware to fit on", hint='pass --gpu "RTX PRO 6000" --gpus 2, or --rig R')
+    count = args.gpus or (src.gpu_count if src and not args.gpu else None) or needed
+    mem = args.gpu_memory_gb or (src.vram_gb if src and not args.gpu else None)
+    ram = args.host_ram_gb or (src.host_ram_gb if src else None)
+    return Hardware(
+        find_device(name),
+        gpus=int(count),
+        host_ram_bytes=int(ram * GIB) if ram else None,
+        memory_bytes=int(mem * GIB) if mem else None,
+    )
+
+
+def _hardware_source(args: argparse.Namespace, recipe: Any) -> Any:
+    if args.rig:
+        from lair.rig import load_rig
+
+        return load_rig(args.rig).hardware
+    if recipe is not None and recipe.meta is not None:
+        return recipe.meta.hardware
+    return None
+
+
+def _gib(n: float) -> str:
+    return f"{n / (1 << 30):,.1f} GiB"
+
+
+def _render(o: dict[str, Any]) -> str:
+    f, hw = o["model_facts"], o["hardware"]
+    lines = [
+        f"{f['name']} on {hw['gpus']} x {hw['name']}: {o['verdict'].upper()}",
+        f"  model: {f['total_params'] / 1e9:,.1f}B params ({f['active_params'] / 1e9:,.1f}B active), "
+        f"{f['weight_format']}, {f['bits_per_weight']:.2f} bits/weight, {f['attention']}",
+        _render_memory(o),
+        _render_kv(o),
+        _render_ceilings(o),
+    ]
+    if o["offload_bytes"]:
+        lines.append(f"  offload: {_gib(o['offload_bytes'])} of weights in host RAM")
+    lines += [f"  - {r}" for r in o["reasons"]]
+    lines += [_render_row(r) for r in o["measured"]]
+    return "\n".join(lines)
+
+
+def _render_memory(o: dict[str, Any]) -> str:
+    weights, overhead = _gib(o["weights_bytes_per_gpu"]), _gib(o["overhead_bytes_per_gpu"])
+    kv, budget = _gib(o["kv_budget_bytes_per_gpu"]), _gib(o["budget_bytes_per_gpu"])
+    return f"  per GPU: weights {weights}, overhead {overhead}, KV budget {kv} of {budget}"
+
+
+def _render_kv(o: dict[str, Any]) -> str:
+    ctx = "no limit" if o["max_context"] < 0 else f"{o['max_context']:,}"
+    return (
+        f"  KV: {o['kv_bytes_per_token']:,.0f} B/token ({o['kv_dtype']}), "
+        f"{o['kv_bytes_per_token_per_gpu']:,.0f} per GPU; pool {o['kv_pool_tokens']:,} tokens; "
+        f"max context {ctx}; {o['max_concurrency_at_context']} x {o['context']:,} at once"
+    )
+
+
+def _render_ceilings(o: dict[str, Any]) -> str:
+    text = f"  ceilings at {o['context']:,} tokens: decode {o['decode_roofline_tok_s']:,} tok/s per stream"
+    if o["concurrency"] > 1:
+        text += f", {o['decode_aggregate_roofline_tok_s']:,} aggregate at {o['concurrency']}"
+    if o["prefill_roofline_tok_s"]:
+        text += f"; prefill {o['prefill_roofline_tok_s']:,} tok/s"
+    return text
+
+
+def _render_row(r: dict[str, Any]) -> str:
+    parts = [f"  measured {r['context']:,} x{r['concurrency']}:"]
+    if r["decode_tok_s"] is not None:
+        parts.append(
+            f"decode {r['decode_tok_s']:,} tok/s = {r['decode_pct']}% of {r['decode_roofline_tok_s']:,}"
+        )
+    if r["prefill_tok_s"] is not None and r["prefill_pct"] is not None:
+        parts.append(
+            f"prefill {r['prefill_tok_s']:,} = {r['prefill_pct']}% of {r['prefill_roofline_tok_s']:,}"
+        )
+    if r["implausible"]:
+        parts.append(f"IMPLAUSIBLE ({r['why']})")
+    return " ".join(parts)
+
+
+def _list_gpus(args: argparse.Namespace) -> int:
+    from lair.fit import load_catalog
+
+    devices = load_catalog()
+    if args.json:
+        dump_json([{**d.__dict__, "sources": [s.__dict__ for s in d.sources]} for d in devices])
+        return 0
+    for d in devices:
+        peak = d.bf16_tflops or "-"
+        bw = d.memory_bandwidth_gbs
+        print(f"{d.id:<14} {d.name:<34} {d.memory_gb:>5g} GB {bw:>6g} GB/s  bf16 {peak} TFLOPS")
+    err(f"{len(devices)} devices; every figure's source: lair fit --list-gpus --json")
+    return 0
