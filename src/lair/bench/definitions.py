@@ -22,6 +22,9 @@ aggregate decode tok/s
 summary
     Every metric is reported as p50, p90, min and max over its samples (requests or repeats); the
     headline is the midpoint of the samples, i.e. the p50 (median).
+cache hit
+    A cell hit the prefix cache when any request reports more than ``CACHE_PREFIX_ALLOWANCE_TOKENS``
+    cached prompt tokens, or the engine's prefix-cache hit counter grew by more than that per request.
 client-bound
     A run is client-bound when the bench's own CPU time exceeds ``CLIENT_CPU_BOUND_FRACTION`` of
     the wall time, or its event loop's p99 wake-up lag exceeds ``LOOP_LAG_BOUND_MS``: then the
@@ -38,6 +41,7 @@ from itertools import accumulate
 from typing import Any
 
 __all__ = [
+    "CACHE_PREFIX_ALLOWANCE_TOKENS",
     "CLIENT_CPU_BOUND_FRACTION",
     "LOOP_LAG_BOUND_MS",
     "RequestTiming",
@@ -45,6 +49,7 @@ __all__ = [
     "aggregate_decode_tok_s",
     "chunk_tokens",
     "decode_window",
+    "is_cache_hit",
     "is_client_bound",
     "per_stream_decode_tok_s",
     "percentile",
@@ -55,6 +60,11 @@ __all__ = [
 
 CLIENT_CPU_BOUND_FRACTION = 0.8
 """Own CPU seconds per wall second above which the bench cannot keep up (one Python thread)."""
+
+CACHE_PREFIX_ALLOWANCE_TOKENS = 32
+"""Cached prompt tokens per request that do not count as a cache hit: the chat template's opening
+tokens come before the nonce, are the same in every prompt, and engines that cache by token (llama.cpp)
+report them."""
 
 LOOP_LAG_BOUND_MS = 5.0
 """p99 event-loop wake-up lag above which arrival timestamps are no longer trustworthy."""
@@ -198,6 +208,12 @@ def summarize(values: Sequence[float | None]) -> Summary | None:
     if not xs:
         return None
     return Summary(percentile(xs, 50), percentile(xs, 90), min(xs), max(xs), len(xs))
+
+
+def is_cache_hit(cached_tokens: Sequence[int | None], counter_hits: float) -> bool:
+    """True when prompts were (partly) served from the prefix cache beyond the template allowance."""
+    over = any((c or 0) > CACHE_PREFIX_ALLOWANCE_TOKENS for c in cached_tokens)
+    return over or counter_hits > CACHE_PREFIX_ALLOWANCE_TOKENS * max(1, len(cached_tokens))
 
 
 def is_client_bound(cpu_s: float, wall_s: float, loop_lag_p99_ms: float) -> bool:

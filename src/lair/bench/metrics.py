@@ -3,7 +3,8 @@
 Names differ per engine (``vllm:``, ``sglang:``, ``llamacpp:``...); lair recognises them by what
 they mean, matching on name fragments:
 
-- prefix-cache hits: a counter whose name holds ``prefix_cache_hits`` or ``cache_hit_tokens``;
+- prefix-cache hits: a counter whose name holds ``prefix_cache_hits``, ``cache_hit_tokens`` or
+  ``prompt_tokens_cached`` (llama.cpp);
 - prefix-cache queries: ``prefix_cache_queries``;
 - KV-cache use (gauge, highest value seen during the cell): ``kv_cache_usage``, ``gpu_cache_usage``,
   ``token_usage``;
@@ -22,7 +23,7 @@ from lair.errors import BenchError
 
 __all__ = ["MetricsWatch", "cell_engine_metrics", "parse_prometheus", "scrape"]
 
-_HITS = ("prefix_cache_hits", "cache_hit_tokens")
+_HITS = ("prefix_cache_hits", "cache_hit_tokens", "prompt_tokens_cached")
 _QUERIES = ("prefix_cache_queries",)
 _KV = ("kv_cache_usage", "gpu_cache_usage", "token_usage")
 _SPEC_ACC, _SPEC_DRAFT, _SPEC_GAUGE = (

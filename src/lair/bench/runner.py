@@ -249,7 +249,7 @@ def _cell(s: _Session, ctx: int, c: int, reps: list[_Repeat]) -> CellResult:
         decode_tok_s_aggregate=_p(stats["decode_tok_s_aggregate"], "p50"),
         completion_tokens=_median_int([r.completion_tokens for r in ok]),
         cached_tokens=cached,
-        cache_hit=cached > 0 or hits > 0,
+        cache_hit=d.is_cache_hit([r.cached_tokens for r in ok], hits),
         client_bound=any(rep.client.bound for rep in reps),
         output_length_ok=not s.opts.force_output or all(r.completion_tokens == want for r in ok),
         errors=len(rs) - len(ok),
