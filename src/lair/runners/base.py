@@ -204,6 +204,11 @@ class Runner(ABC):
         start = "+1" if n is None else str(int(n))
         return self._stream(f"exec tail -n {start} -F {shlex.quote(path)} 2>/dev/null")
 
+    def stream(self, argv: Argv) -> AsyncIterator[str]:
+        """Lines a long-running command prints on stdout (e.g. ``docker logs -f``); closing the
+        iterator kills it. (Added for ``lair logs -f`` on containers.)"""
+        return self._stream(shell_command(argv) + " 2>&1")
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.host}>"
 

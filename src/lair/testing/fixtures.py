@@ -1,0 +1,78 @@
+"""pytest fixtures for lair's own tests and for users testing recipes: load with
+``pytest_plugins = ["lair.testing.fixtures"]`` in a ``conftest.py``.
+
+Session-scoped (built once, torn down at the end):
+
+- ``lair_home``: ``LAIR_HOME`` set to a temporary folder for the whole session.
+- ``ssh_nodes``: 2 :class:`~lair.testing.nodes.NetnsNodes` (netns + sshd, root), written as the
+  cluster ``test-nodes`` into ``lair_home``'s clusters file. Needs root.
+- ``ssh_nodes_docker``: 2 nodes that each run their own dockerd (``DOCKER_HOST`` set in their SSH
+  sessions), cluster ``test-docker-nodes``.
+- ``engine_image``: a local image tag with python3 + xllamacpp + lair (``lair.testing.images``).
+- ``engine_image_on_nodes``: ``engine_image`` loaded into every ``ssh_nodes_docker`` node's dockerd.
+- ``tiny_model``: path of a tiny random GGUF (its Hugging Face folder is beside it, ``hf/``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lair.testing.nodes import NetnsNodes
+
+__all__ = [
+    "engine_image",
+    "engine_image_on_nodes",
+    "lair_home",
+    "ssh_nodes",
+    "ssh_nodes_docker",
+    "tiny_model",
+]
+
+
+@pytest.fixture(scope="session")
+def lair_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("lair-home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LAIR_HOME", str(home))
+        yield home
+
+
+@pytest.fixture(scope="session")
+def ssh_nodes(lair_home: Path) -> Iterator[NetnsNodes]:
+    with NetnsNodes(2) as nodes:
+        nodes.write_cluster("test-nodes", lair_home / "clusters.toml")
+        yield nodes
+
+
+@pytest.fixture(scope="session")
+def ssh_nodes_docker(lair_home: Path) -> Iterator[NetnsNodes]:
+    with NetnsNodes(2, dockerd=True) as nodes:
+        nodes.write_cluster("test-docker-nodes", lair_home / "clusters.toml")
+        yield nodes
+
+
+@pytest.fixture(scope="session")
+def engine_image() -> Iterator[str]:
+    from lair.testing.images import ENGINE_PACKAGES, build_python_image
+
+    tag = build_python_image(f"lair-test/engine:{os.getpid()}", packages=ENGINE_PACKAGES)
+    yield tag
+    subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def engine_image_on_nodes(ssh_nodes_docker: NetnsNodes, engine_image: str) -> str:
+    ssh_nodes_docker.load_image(engine_image)
+    return engine_image
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from lair.testing.tiny_model import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-model"))

@@ -1,0 +1,421 @@
+"""Throwaway SSH nodes on one Linux machine (root): N network namespaces on a private bridge, each
+with its own address, hostname (UTS namespace) and sshd (own host key, key-only root login), and
+optionally its own Docker engine. They share the host's filesystem, users and PIDs.
+
+    with NetnsNodes(2) as nodes:                     # or NetnsNodes(2, dockerd=True)
+        nodes.write_cluster("test")                  # [clusters.test] in lair's clusters file
+        ... lair launch --cluster test ...
+
+    python -m lair.testing.nodes up 2 --cluster test [--dockerd]   |  down PREFIX
+
+Names (``prefix``, ``bridge``) and the /24 (``subnet``) default to values derived from the pid and
+checked against the addresses in use, so parallel test runs do not collide. Teardown kills every
+process inside the namespaces (also ones that tests started there), deletes veths, namespaces, the
+bridge and the iptables rule, and unmounts the per-node Docker folders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["HOST_CAPABILITIES", "NetnsNodes", "TestNode", "free_subnet"]
+
+SSHD = "/usr/sbin/sshd"
+# What a plain Docker engine without GPUs accepts (see docs/clusters.md): written into test clusters.
+HOST_CAPABILITIES: dict[str, Any] = {
+    "gpus": False,
+    "privileged": False,
+    "ulimit_memlock_unlimited": False,
+    "max_ulimit_nofile": 20000,
+    "devices": True,
+}
+
+SSHD_CONFIG = """\
+ListenAddress {address}
+Port 22
+HostKey {dir}/ssh_host_ed25519_key
+PidFile {dir}/sshd.pid
+AuthorizedKeysFile {base}/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+AcceptEnv *
+MaxStartups 100:30:200
+MaxSessions 50
+{setenv}
+Subsystem sftp /usr/lib/openssh/sftp-server
+"""
+
+
+@dataclass(frozen=True)
+class TestNode:
+    """One namespace node: ``name`` is also its netns name and hostname."""
+
+    __test__ = False  # not a pytest test class
+
+    name: str
+    address: str
+    dir: Path
+    docker_host: str | None = None  # unix:///.../docker.sock when it has its own dockerd
+
+    @property
+    def netns(self) -> str:
+        return f"/var/run/netns/{self.name}"
+
+
+def _run(*argv: str, check: bool = True, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, check=check, capture_output=True, text=True, **kw)
+
+
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while n:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+    return out or "0"
+
+
+def free_subnet(start: int | None = None) -> str:
+    """A ``10.231.X`` /24 that no interface on this machine uses (first three octets)."""
+    used = _run("ip", "-4", "-o", "addr", "show").stdout
+    first = start if start is not None else 20 + os.getpid() % 200
+    for i in range(230):
+        net = f"10.231.{(first + i) % 230 + 20}"
+        if f" {net}." not in used:
+            return net
+    raise RuntimeError("no free 10.231.X/24 subnet")
+
+
+class NetnsNodes:
+    """``count`` SSH nodes in network namespaces; a context manager (``up`` on enter, ``down`` on exit)."""
+
+    def __init__(
+        self,
+        count: int = 2,
+        *,
+        prefix: str | None = None,
+        bridge: str | None = None,
+        subnet: str | None = None,
+        base_dir: Path | None = None,
+        dockerd: bool = False,
+    ) -> None:
+        tag = _base36(os.getpid() % 36**4) + _base36(int(time.monotonic() * 1000) % 36)
+        self.count = count
+        self.prefix = prefix or f"ln{tag}n"
+        self.bridge = bridge or f"ln{tag}br"
+        if len(self.bridge) > 15 or len(self.prefix) + 3 > 15:
+            raise ValueError("prefix/bridge too long for Linux interface names (15)")
+        self.subnet = subnet or free_subnet()
+        self.base = base_dir or Path("/var/tmp") / f"lair-nodes-{self.prefix}"
+        self.dockerd = dockerd
+        self.nodes: list[TestNode] = []
+        self.cluster_name: str | None = None  # set by write_cluster
+
+    # -- paths ---------------------------------------------------------------------------------
+    @property
+    def key_path(self) -> Path:
+        """The client private key every node accepts for root."""
+        return self.base / "id_ed25519"
+
+    @property
+    def known_hosts_path(self) -> Path:
+        return self.base / "known_hosts"
+
+    @property
+    def ssh_config_path(self) -> Path:
+        """An OpenSSH client config with a ``Host`` entry per node (``ssh -F PATH NAME``)."""
+        return self.base / "ssh_config"
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def __enter__(self) -> NetnsNodes:
+        try:
+            return self.up()
+        except BaseException:
+            self.down()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def up(self) -> NetnsNodes:
+        """Create the bridge, the namespaces and their sshd (and dockerd); wait until they answer."""
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        self.base.mkdir(parents=True, exist_ok=True)
+        self._client_key()
+        self._bridge_up()
+        self.nodes = [self._node_up(i) for i in range(1, self.count + 1)]
+        self._write_client_files()
+        for node in self.nodes:
+            _wait_tcp(node.address, 22, deadline_s=20)
+            if node.docker_host:
+                _wait_docker(node, deadline_s=60)
+        (self.base / "state.json").write_text(json.dumps(self.describe(), indent=2))
+        return self
+
+    def down(self) -> None:
+        """Stop everything ``up`` started and remove every trace (idempotent)."""
+        for pidfile in self.base.glob("*/*.pid"):
+            _kill_pidfile(pidfile)
+        for i in range(1, self.count + 1):
+            self._node_down(f"{self.prefix}{i}")
+        _run("ip", "link", "del", self.bridge, check=False)
+        while _run(*self._forward_rule("-D"), check=False).returncode == 0:
+            pass
+        self._unmount_docker_dirs()
+        shutil.rmtree(self.base, ignore_errors=True)
+        self.nodes = []
+
+    # -- helpers for tests ---------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        return {
+            "prefix": self.prefix,
+            "bridge": self.bridge,
+            "subnet": self.subnet,
+            "key": str(self.key_path),
+            "nodes": [
+                {"name": n.name, "address": n.address, "docker_host": n.docker_host} for n in self.nodes
+            ],
+        }
+
+    def cluster_fields(self) -> dict[str, Any]:
+        """A ``[clusters.NAME]`` table for these nodes (host keys pinned: ``known_hosts = strict``)."""
+        return {
+            "known_hosts": "strict",
+            "known_hosts_file": str(self.known_hosts_path),
+            "connect_timeout_s": 10.0,
+            "capabilities": dict(HOST_CAPABILITIES),
+            "nodes": [
+                {"name": n.name, "address": n.address, "user": "root", "key": str(self.key_path), "rank": i}
+                for i, n in enumerate(self.nodes)
+            ],
+        }
+
+    def write_cluster(self, name: str, clusters_file: Path | None = None) -> None:
+        """Write (or replace) ``[clusters.NAME]`` in lair's clusters file (default: the current one)."""
+        from lair.inventory import add_cluster, parse_inventory
+
+        cluster = parse_inventory({"clusters": {name: self.cluster_fields()}}, "test nodes").get(name)
+        add_cluster(name, cluster, replace=True, path=clusters_file)
+        self.cluster_name = name
+
+    def ssh_argv(self, node: TestNode, *command: str) -> list[str]:
+        """An OpenSSH command line that runs ``command`` on ``node``."""
+        return ["ssh", "-n", "-F", str(self.ssh_config_path), node.name, *command]
+
+    def load_image(self, tag: str, nodes: Sequence[TestNode] | None = None) -> None:
+        """``docker save TAG | docker load`` into each node's own Docker engine."""
+        for node in nodes or self.nodes:
+            if not node.docker_host:
+                raise RuntimeError(f"{node.name} has no dockerd of its own (NetnsNodes(dockerd=True))")
+            save = subprocess.Popen(["docker", "save", tag], stdout=subprocess.PIPE)
+            env = {**os.environ, "DOCKER_HOST": node.docker_host}
+            load = subprocess.run(["docker", "load", "-q"], stdin=save.stdout, env=env, capture_output=True)
+            assert save.stdout is not None
+            save.stdout.close()
+            if save.wait() != 0 or load.returncode != 0:
+                raise RuntimeError(f"loading {tag} into {node.name}: {load.stderr.decode(errors='replace')}")
+
+    # -- internals -----------------------------------------------------------------------------
+    def _client_key(self) -> None:
+        if not self.key_path.exists():
+            _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "lair-test", "-f", str(self.key_path))
+        auth = self.base / "authorized_keys"
+        shutil.copyfile(self.key_path.with_suffix(".pub"), auth)
+        auth.chmod(0o600)
+
+    def _forward_rule(self, action: str) -> list[str]:
+        # Docker sets the FORWARD policy to DROP and br_netfilter sends bridged frames through it:
+        # without this rule node<->node traffic times out (host<->node still works).
+        return ["iptables", action, "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT"]
+
+    def _bridge_up(self) -> None:
+        if _run("ip", "link", "show", self.bridge, check=False).returncode != 0:
+            _run("ip", "link", "add", self.bridge, "type", "bridge")
+            _run("ip", "addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
+            _run("ip", "link", "set", self.bridge, "up")
+        if _run(*self._forward_rule("-C"), check=False).returncode != 0:
+            rule = self._forward_rule("-I")
+            _run(*rule[:3], "1", *rule[3:])
+
+    def _node_up(self, i: int) -> TestNode:
+        name, address = f"{self.prefix}{i}", f"{self.subnet}.{10 + i}"
+        d = self.base / name
+        d.mkdir(parents=True, exist_ok=True)
+        _run("ip", "link", "del", f"v{name}", check=False)  # leftover of an earlier run
+        _run("ip", "netns", "add", name)
+        _run("ip", "link", "add", f"v{name}", "type", "veth", "peer", "name", "eth0", "netns", name)
+        _run("ip", "link", "set", f"v{name}", "master", self.bridge, "up")
+        _run("ip", "-n", name, "addr", "add", f"{address}/24", "dev", "eth0")
+        _run("ip", "-n", name, "link", "set", "eth0", "up")
+        _run("ip", "-n", name, "link", "set", "lo", "up")
+        node = TestNode(name, address, d, f"unix://{d}/docker.sock" if self.dockerd else None)
+        if self.dockerd:
+            self._start_dockerd(node)
+        self._start_sshd(node)
+        return node
+
+    def _start_dockerd(self, node: TestNode) -> None:
+        # nsenter --net (not `ip netns exec`, which remounts /sys and hides the cgroup mounts)
+        log = (node.dir / "dockerd.log").open("wb")
+        subprocess.Popen(
+            ["nsenter", f"--net={node.netns}", "dockerd", "--host", str(node.docker_host),
+             "--data-root", f"/var/lib/{node.name}-docker", "--exec-root", f"/run/{node.name}-docker",
+             "--pidfile", str(node.dir / "dockerd.pid"), "--bridge", "none",
+             "--iptables=false", "--ip-masq=false"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        log.close()
+
+    def _start_sshd(self, node: TestNode) -> None:
+        key = node.dir / "ssh_host_ed25519_key"
+        if not key.exists():
+            _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
+        setenv = f"SetEnv DOCKER_HOST={node.docker_host}" if node.docker_host else ""
+        cfg = SSHD_CONFIG.format(address=node.address, dir=node.dir, base=self.base, setenv=setenv)
+        (node.dir / "sshd_config").write_text(cfg)
+        inner = f"hostname {node.name} && exec {SSHD} -f {node.dir}/sshd_config -E {node.dir}/sshd.log"
+        _run("nsenter", f"--net={node.netns}", "unshare", "--uts", "sh", "-c", inner)
+
+    def _write_client_files(self) -> None:
+        hosts, config = [], []
+        for n in self.nodes:
+            pub = (n.dir / "ssh_host_ed25519_key.pub").read_text().split()
+            hosts.append(f"{n.address} {pub[0]} {pub[1]}\n")
+            config.append(
+                f"Host {n.name}\n  HostName {n.address}\n  User root\n  IdentityFile {self.key_path}\n"
+                f"  UserKnownHostsFile {self.known_hosts_path}\n  StrictHostKeyChecking yes\n"
+                "  LogLevel ERROR\n  ConnectTimeout 5\n"
+            )
+        self.known_hosts_path.write_text("".join(hosts))
+        self.ssh_config_path.write_text("".join(config))
+
+    def _node_down(self, name: str) -> None:
+        if _run("ip", "netns", "pids", name, check=False).returncode != 0:
+            _run("ip", "link", "del", f"v{name}", check=False)
+            return
+        _kill_netns_processes(name)
+        _run("ip", "link", "del", f"v{name}", check=False)  # removes both ends at once
+        _run("ip", "netns", "del", name, check=False)
+
+    def _unmount_docker_dirs(self) -> None:
+        roots = tuple(f"{top}/{self.prefix}" for top in ("/var/lib", "/run"))
+        _wait_gone(lambda: any(_dockerd_running(r) for r in roots), deadline_s=15)
+        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+        for m in sorted((m for m in mounts if m.startswith(roots)), reverse=True):
+            _run("umount", "-l", m, check=False)
+        for i in range(1, self.count + 1):
+            for top in ("/var/lib", "/run"):
+                shutil.rmtree(f"{top}/{self.prefix}{i}-docker", ignore_errors=True)
+
+
+def _kill_pidfile(pidfile: Path) -> None:
+    try:
+        os.kill(int(pidfile.read_text().split()[0]), 15)
+    except (OSError, ValueError, IndexError):
+        pass
+
+
+def _netns_pids(name: str) -> list[int]:
+    out = _run("ip", "netns", "pids", name, check=False).stdout
+    return [int(p) for p in out.split()]
+
+
+def _kill_netns_processes(name: str) -> None:
+    """SIGTERM everything in the namespace, then SIGKILL what is left after a grace period."""
+    for sig, grace in ((15, 10.0), (9, 5.0)):
+        for pid in _netns_pids(name):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        if _wait_gone(lambda: bool(_netns_pids(name)), deadline_s=grace):
+            return
+
+
+def _dockerd_running(root: str) -> bool:
+    for p in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if root.encode() in p.read_bytes() and b"dockerd" in p.read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _wait_gone(busy: Any, deadline_s: float) -> bool:
+    """Poll ``busy()`` until it is false or the deadline passes; True when it became false."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if not busy():
+            return True
+        time.sleep(0.05)
+    return not busy()
+
+
+def _wait_tcp(address: str, port: int, deadline_s: float) -> None:
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            with socket.create_connection((address, port), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > end:
+                raise RuntimeError(f"sshd on {address}:{port} did not answer in {deadline_s:g} s") from None
+            time.sleep(0.05)
+
+
+def _wait_docker(node: TestNode, deadline_s: float) -> None:
+    env = {**os.environ, "DOCKER_HOST": str(node.docker_host)}
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if _run("docker", "version", check=False, env=env, timeout=10).returncode == 0:
+            return
+        time.sleep(0.2)
+    log = (node.dir / "dockerd.log").read_text(errors="replace")[-2000:]
+    raise RuntimeError(f"dockerd of {node.name} did not start:\n{log}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``up N [--cluster NAME] [--dockerd] [--prefix P]`` (prints the state JSON) or ``down --prefix P``."""
+    ap = argparse.ArgumentParser(prog="python -m lair.testing.nodes")
+    ap.add_argument("action", choices=("up", "down"))
+    ap.add_argument("count", nargs="?", type=int, default=2)
+    ap.add_argument("--prefix", help="netns name prefix (required for down)")
+    ap.add_argument("--bridge")
+    ap.add_argument("--subnet", help="first three octets of the /24, e.g. 10.231.57")
+    ap.add_argument("--dockerd", action="store_true", help="one Docker engine per node")
+    ap.add_argument("--cluster", help="write [clusters.NAME] into lair's clusters file")
+    args = ap.parse_args(argv)
+    if args.action == "down":
+        if not args.prefix:
+            ap.error("down needs --prefix (printed by up)")
+        state = json.loads((Path("/var/tmp") / f"lair-nodes-{args.prefix}" / "state.json").read_text())
+        NetnsNodes(
+            len(state["nodes"]), prefix=args.prefix, bridge=state["bridge"], subnet=state["subnet"]
+        ).down()
+        return 0
+    nodes = NetnsNodes(
+        args.count, prefix=args.prefix, bridge=args.bridge, subnet=args.subnet, dockerd=args.dockerd
+    )
+    nodes.up()
+    if args.cluster:
+        nodes.write_cluster(args.cluster)
+    print(json.dumps(nodes.describe(), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
