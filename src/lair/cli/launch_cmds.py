@@ -1,0 +1,141 @@
+"""Launch commands: plan, launch, status, logs, stop."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from lair.cli._common import dump_json, err
+
+__all__ = ["register"]
+
+
+def _nodes_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="recipe file (or an http(s) URL: untrusted)")
+    p.add_argument("--cluster", metavar="C", help="cluster to take nodes from (default: the recipe's)")
+    p.add_argument("--nodes", metavar="H,H", help="exactly these hosts (overrides the cluster)")
+    p.add_argument("--rig", metavar="R", help="rig: placeholder values and host capabilities")
+    p.add_argument(
+        "--drop-unsupported", action="store_true", help="leave out flags the hosts refuse (and say so)"
+    )
+    p.add_argument("--accept", action="store_true", help="accept an untrusted recipe's hooks and mounts")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("plan", help="print exactly what launch will run on each node (nothing leased)")
+    _nodes_arg(p)
+    p.add_argument(
+        "--json", action="store_true", help='print {"run", "nodes": [{name, address, rank, steps}]}'
+    )
+    p.set_defaults(handler=cmd_plan)
+
+    p = sub.add_parser("launch", help="launch a recipe on its nodes; Ctrl-C stops it cleanly")
+    _nodes_arg(p)
+    p.add_argument("--detach", "-d", action="store_true", help="return once ready; stop with `lair stop`")
+    p.add_argument("--json", action="store_true", help="print the run (id, endpoint, state) as JSON")
+    p.set_defaults(handler=cmd_launch)
+
+    p = sub.add_parser("status", help="runs from the journal, with a live check of their processes")
+    p.add_argument("run", nargs="?", metavar="RUN")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_status)
+
+    p = sub.add_parser("logs", help="a run's engine logs (saved tail once it stopped)")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    p.add_argument("--node", metavar="N", help="rank or node name (default: every node, prefixed)")
+    p.add_argument("-n", "--lines", type=int, default=100, metavar="N")
+    p.set_defaults(handler=cmd_logs)
+
+    p = sub.add_parser("stop", help="stop a run (or --all) and verify nothing is left")
+    p.add_argument("run", nargs="?", metavar="RUN")
+    p.add_argument("--all", action="store_true", help="every active run")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_stop)
+
+
+def _request(args: argparse.Namespace) -> Any:
+    from lair.launch import Request
+
+    hosts = [h.strip() for h in (args.nodes or "").split(",") if h.strip()]
+    return Request(
+        recipe=args.file,
+        cluster=args.cluster,
+        hosts=hosts,
+        rig=args.rig,
+        drop_unsupported=args.drop_unsupported,
+        accept=args.accept,
+    )
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from lair.launch import prepare
+    from lair.plan import render_text
+
+    p = prepare(_request(args), lease=False).plan
+    if args.json:
+        dump_json(p.model_dump(mode="json"))
+    else:
+        sys.stdout.write(render_text(p))
+    for d in p.run.dropped:
+        err(f"warning: left out {d}")
+    return 0
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    from lair.launch import launch
+
+    res = launch(_request(args), detach=args.detach, progress=err)
+    if args.json:
+        dump_json(
+            {"run_id": res.run_id, "endpoint": res.endpoint, "state": res.state, "ready_s": res.ready_s}
+        )
+    elif args.detach:
+        print(res.run_id)
+        err(f"ready: {res.endpoint}  (stop with: lair stop {res.run_id})")
+    else:
+        err(f"run {res.run_id} stopped; nothing left on its nodes")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from lair.launch import run_status
+
+    data = run_status(args.run)
+    if args.json:
+        dump_json(data)
+        return 0
+    if not data:
+        err("no runs")
+    for r in data:
+        alive = [n for n in r["nodes"] if n.get("alive")]
+        up = f"  {len(alive)}/{len(r['nodes'])} up" if r["state"] in ("running", "starting") else ""
+        print(f"{r['run_id']}  {r['state']}{up}  {r['endpoint']}  {r['name']}")
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from lair.launch import follow_logs
+
+    def emit(line: str) -> None:
+        print(line, flush=True)
+
+    follow_logs(args.run, node=args.node, follow=args.follow, lines=args.lines, emit=emit)
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from lair.launch import stop_all, stop_run
+
+    if bool(args.run) == bool(args.all):
+        err("error: give a RUN or --all")
+        return 2
+    records = stop_all(progress=err) if args.all else [stop_run(args.run, progress=err)]
+    if args.json:
+        dump_json([{"run_id": r.run_id, "state": r.state} for r in records])
+    for r in records:
+        err(f"{r.run_id}: {r.state}; verified: no container or process left")
+    if args.all and not records:
+        err("no active runs")
+    return 0

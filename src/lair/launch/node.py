@@ -1,0 +1,171 @@
+"""One node of a run: interprets its plan steps over its runner and keeps its journal record."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import signal
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from lair.errors import LaunchError
+
+if TYPE_CHECKING:
+    from lair.launch.journal import NodeRecord
+    from lair.plan import NodePlan, Plan, Stage, Step
+    from lair.runners import Runner
+
+__all__ = ["NodeExec", "Progress"]
+
+Progress = Callable[[str], None]
+LOG_TAIL = 30
+
+
+def env_file_text(env: dict[str, str], runtime: str) -> bytes:
+    """Docker/Podman env-file lines are ``NAME=value`` verbatim; the native one is sourced by sh."""
+    if runtime == "native":
+        return "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()).encode()
+    return "".join(f"{k}={v}\n" for k, v in env.items()).encode()
+
+
+def _image_index(argv: list[str]) -> int:
+    i = argv.index("--env-file") + 2
+    return i + 2 if argv[i] == "--entrypoint" else i
+
+
+class NodeExec:
+    """Runs the steps of one node; ``record`` is updated as it goes (the caller saves it)."""
+
+    def __init__(
+        self, plan: Plan, node: NodePlan, runner: Runner, record: NodeRecord, progress: Progress
+    ) -> None:
+        self.plan, self.node, self.runner, self.record, self.progress = plan, node, runner, record, progress
+        self.binary = "podman" if plan.run.runtime == "podman" else "docker"
+
+    def say(self, msg: str) -> None:
+        self.progress(f"{self.node.name}: {msg}")
+
+    async def run_stage(self, stage: Stage) -> None:
+        self.record.stage = stage.value
+        for step in self.node.stage(stage):
+            t0 = time.monotonic()
+            await self.step(step)
+            if step.kind not in ("ready",):
+                self.say(f"{step.name} ({time.monotonic() - t0:.2f}s)")
+
+    async def step(self, s: Step) -> None:
+        from lair.hooks import run_hook, upload
+
+        if s.kind == "upload":
+            await upload(self.runner, s)
+        elif s.kind == "env_file":
+            assert s.path
+            text = env_file_text(self.plan.env_values(self.node), self.plan.run.runtime)
+            await self.runner.put_file(s.path, text, mode=0o600)
+        elif s.kind == "exec" and s.stage.value in ("before_serve", "after_stop"):
+            res = await run_hook(self.runner, s)
+            if not res.ok:
+                self.say(f"warning: {s.name} failed (on_failure = warn): {res.error}")
+        elif s.kind == "exec":
+            assert s.argv is not None
+            await self.runner.run(s.argv, timeout=s.timeout_s or 120)
+        elif s.kind == "script":
+            await self.runner.run(["sh", "-c", s.script or ""], timeout=s.timeout_s or 600)
+        elif s.kind == "start":
+            await self.start(s)
+        elif s.kind == "stop":
+            await self.stop_step(s)
+        elif s.kind == "cleanup":
+            await self.runner.run(["rm", "-rf", s.path or ""], timeout=60)
+
+    # -- main process ----------------------------------------------------------------------------
+    async def _manifest_args(self, manifest: str | None) -> list[str]:
+        from lair.plan.mounts import manifest_volume_args, parse_manifest
+
+        args: list[str] = []
+        for path in (manifest or "").split(";"):
+            if path:
+                text = (await self.runner.read_file(path)).decode()
+                args += manifest_volume_args(parse_manifest(text, where=f"{self.node.name}:{path}"))
+        return args
+
+    async def start(self, s: Step) -> None:
+        assert s.argv is not None
+        self.record.started = True
+        if self.node.container is None:
+            self.record.log_path = f"{self.node.workdir}/engine.log"
+            handle = await self.runner.start(s.argv, log_path=self.record.log_path)
+            self.record.pid = handle.pid
+            return
+        argv = list(s.argv)
+        i = _image_index(argv)
+        argv[i:i] = await self._manifest_args(s.manifest)
+        self.record.container = self.node.container
+        res = await self.runner.run(argv, timeout=600)
+        self.record.container_id = res.stdout.strip()[:12]
+
+    async def alive(self) -> tuple[bool, str]:
+        """Whether the main process runs, and a word on how it ended."""
+        if self.node.container is not None:
+            fmt = "{{.State.Running}} {{.State.ExitCode}}"
+            res = await self.runner.run(
+                [self.binary, "inspect", "-f", fmt, self.node.container], check=False, timeout=30
+            )
+            if res.returncode != 0:
+                return False, "container is gone"
+            running, code = [*res.stdout.split(), "", ""][:2]
+            return running == "true", f"container exited with code {code}"
+        if self.record.pid is None:
+            return False, "process was never started"
+        return await self.runner.is_alive(self.record.pid), "process exited"
+
+    async def log_tail(self, n: int = LOG_TAIL) -> str:
+        if self.node.container is not None:
+            res = await self.runner.run(
+                [self.binary, "logs", "--tail", str(n), self.node.container], check=False, timeout=30
+            )
+            return (res.stdout + res.stderr).strip()
+        return (await self.runner.tail(self.record.log_path, n)).strip() if self.record.log_path else ""
+
+    # -- stop ------------------------------------------------------------------------------------
+    async def stop_step(self, s: Step) -> None:
+        if not self.record.started:
+            return
+        if s.argv is not None:  # docker/podman stop, rm: "no such container" is fine, verified below
+            await self.runner.run(s.argv, check=False, timeout=(s.timeout_s or 30) + 30)
+            if s.argv[1] == "rm":
+                await self.verify_container_gone()
+            return
+        await self.stop_process(s.timeout_s or 30)
+
+    async def verify_container_gone(self) -> None:
+        assert self.node.container
+        flt = f"name=^/?{self.node.container}$"
+        res = await self.runner.run([self.binary, "ps", "-aq", "--filter", flt], timeout=30)
+        if res.stdout.strip():
+            raise LaunchError(f"{self.node.name}: container {self.node.container} is still there after rm -f")
+
+    async def _pid(self) -> int | None:
+        if self.record.pid is None and self.record.log_path:  # interrupted between start and record
+            res = await self.runner.run(["cat", self.record.log_path + ".pid"], check=False, timeout=30)
+            self.record.pid = int(res.stdout.strip()) if res.stdout.strip().isdigit() else None
+        return self.record.pid
+
+    async def stop_process(self, grace: float) -> None:
+        pid = await self._pid()
+        if pid is None:
+            return
+        await self.runner.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while await self.runner.is_alive(pid):
+            if time.monotonic() > deadline:
+                await self.runner.kill(pid, signal.SIGKILL)
+                await asyncio.sleep(0.2)
+                if await self.runner.is_alive(pid):
+                    raise LaunchError(f"{self.node.name}: process {pid} survived SIGKILL")
+                break
+            await asyncio.sleep(0.1)
+
+
+__all__ += ["env_file_text"]

@@ -1,0 +1,170 @@
+"""From a command line to a plan: the recipe, the rig, the nodes (leased or only looked at), trust.
+
+``lair plan`` and ``lair launch`` share :func:`prepare`; only launch leases (``lease=True``).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lair.errors import AllocationError, ConfigError
+
+if TYPE_CHECKING:
+    from lair.inventory import Node
+    from lair.plan import Acceptance, Plan, Target
+    from lair.recipe import Recipe
+    from lair.rig import Capabilities, Rig
+
+__all__ = ["Prepared", "Request", "local_node", "new_run_id", "prepare"]
+
+
+@dataclass
+class Request:
+    """What the user asked for on the command line."""
+
+    recipe: str
+    cluster: str | None = None
+    hosts: list[str] = field(default_factory=list)
+    rig: str | None = None
+    drop_unsupported: bool = False
+    accept: bool = False
+    run_id: str | None = None
+
+
+@dataclass
+class Prepared:
+    plan: Plan
+    recipe: Recipe
+    nodes: list[Node]
+    leased: bool
+
+
+def new_run_id(recipe: Recipe, path: str) -> str:
+    """``<slug>-<HHMMSS>-<4 hex>``: readable, sortable within a day, unique enough, a valid container name."""
+    base = recipe.meta.slug or Path(path).parent.name or Path(path).stem or "run"
+    slug = re.sub(r"[^a-z0-9]+", "-", base.lower()).strip("-")[:24] or "run"
+    return f"{slug}-{time.strftime('%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def local_node() -> Node:
+    """This machine, for one-node recipes with no cluster."""
+    from lair.inventory import Node
+
+    return Node(name="local", address="127.0.0.1", rank=0, local=True)
+
+
+def _cluster_name(recipe: Recipe, rig: Rig | None, req: Request) -> str | None:
+    return req.cluster or recipe.cluster or (rig.cluster if rig else None)
+
+
+def _look(recipe: Recipe, cluster: str) -> list[Node]:
+    """The first ``required_nodes`` free ranks of ``cluster``, without leasing them."""
+    from lair.inventory import status
+
+    free = [s.node for s in status(cluster) if s.lease is None]
+    if len(free) < recipe.required_nodes:
+        raise AllocationError(
+            f"cluster {cluster!r} has {len(free)} free nodes, {recipe.required_nodes} needed",
+            hint="see `lair nodes`; stop a run with `lair stop RUN`",
+        )
+    return free[: recipe.required_nodes]
+
+
+def _nodes(recipe: Recipe, rig: Rig | None, req: Request, run_id: str, lease: bool) -> list[Node]:
+    from lair.inventory import acquire, adhoc_node, load_inventory
+
+    n = recipe.required_nodes
+    if req.hosts:
+        if len(req.hosts) < n:
+            raise AllocationError(f"the recipe needs {n} nodes, --nodes gives {len(req.hosts)}")
+        hosts = req.hosts[:n]
+        if lease:
+            return acquire(None, run_id=run_id, hosts=hosts)
+        inv = load_inventory()
+        return [inv.find(h) or adhoc_node(h, i) for i, h in enumerate(hosts)]
+    cluster = _cluster_name(recipe, rig, req)
+    if cluster:
+        return acquire(cluster, n, run_id=run_id) if lease else _look(recipe, cluster)
+    if n == 1:
+        return [local_node()]
+    raise AllocationError(
+        f"the recipe needs {n} nodes and names no cluster",
+        hint="give --cluster NAME (see `lair cluster list`) or --nodes HOST,HOST",
+    )
+
+
+def _capabilities(rig: Rig | None, nodes: list[Node]) -> Capabilities | None:
+    if rig is not None and "capabilities" in rig.model_fields_set:
+        return rig.capabilities
+    clusters = {n.cluster for n in nodes if n.cluster}
+    if len(clusters) == 1:
+        from lair.inventory import load_inventory
+
+        return load_inventory().get(clusters.pop()).capabilities
+    return None
+
+
+def _python(target: Target) -> str:
+    return sys.executable if target.local else "python3"
+
+
+def _targets(nodes: list[Node], lease: bool) -> list[Target]:
+    from lair.plan import Target
+    from lair.runners import is_local
+
+    return [
+        Target(name=n.name, address=n.address, rank=i, local=is_local(n), would_take=not lease)
+        for i, n in enumerate(nodes)
+    ]
+
+
+def load_source(ref: str) -> tuple[Path, bool, str]:
+    """A recipe file and whether it is trusted: local files are; a URL is fetched and is not."""
+    if not re.match(r"^https?://", ref):
+        p = Path(ref)
+        if not p.exists():
+            raise ConfigError(f"no such recipe file: {ref}")
+        return p, True, str(p.resolve())
+    from lair.launch.trust_store import fetch
+
+    return fetch(ref), False, ref
+
+
+def prepare(req: Request, *, lease: bool) -> Prepared:
+    """Load, allocate (lease or look) and plan. On any error nothing stays leased."""
+    from lair.inventory import release
+    from lair.launch.trust_store import acceptance_for
+    from lair.plan import plan
+    from lair.recipe import load_recipe
+    from lair.rig import load_rig
+
+    path, trusted, source = load_source(req.recipe)
+    recipe = load_recipe(path)
+    rig = load_rig(req.rig) if req.rig else None
+    run_id = req.run_id or new_run_id(recipe, str(path))
+    acceptance: Acceptance | None = None if trusted else acceptance_for(recipe, source, accept=req.accept)
+    nodes = _nodes(recipe, rig, req, run_id, lease)
+    try:
+        p = plan(
+            recipe,
+            _targets(nodes, lease),
+            run_id=run_id,
+            rig=rig,
+            capabilities=_capabilities(rig, nodes),
+            drop_unsupported=req.drop_unsupported,
+            trusted=trusted,
+            acceptance=acceptance,
+            recipe_path=str(path),
+            python=_python,
+        )
+    except BaseException:
+        if lease:
+            release(run_id)
+        raise
+    return Prepared(p, recipe, nodes, lease)

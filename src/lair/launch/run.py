@@ -1,0 +1,263 @@
+"""``lair launch``: allocate, run the plan stage by stage on every node in parallel, wait until ready,
+then serve in the foreground (Ctrl-C / SIGTERM stop cleanly) or detach. Any failure rolls back:
+stop, ``after_stop`` hooks, cleanup on every node, leases released, and only then the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lair.errors import LairError, LaunchError
+from lair.launch.journal import Journal, NodeRecord, RunRecord
+from lair.launch.node import NodeExec, Progress
+
+if TYPE_CHECKING:
+    from lair.inventory import Node
+    from lair.launch.resolve import Request
+    from lair.plan import Plan, Stage
+
+__all__ = ["LaunchResult", "Session", "launch", "node_records", "teardown"]
+
+WATCH_S = 1.0
+
+
+@dataclass
+class LaunchResult:
+    run_id: str
+    endpoint: str
+    state: str
+    ready_s: float | None = None
+    started_at: float = 0.0
+
+
+def node_records(plan: Plan, nodes: Sequence[Node]) -> list[NodeRecord]:
+    return [
+        NodeRecord(rank=n.rank, name=n.name, address=n.address, node=node.model_dump(), cluster=node.cluster)
+        for n, node in zip(plan.nodes, nodes, strict=True)
+    ]
+
+
+class Session:
+    """A run being driven from this process: its plan, journal, runners and node executors."""
+
+    def __init__(
+        self, plan: Plan, record: RunRecord, journal: Journal, nodes: Sequence[Node], progress: Progress
+    ):
+        from lair.runners import runner_for
+
+        self.plan, self.record, self.journal = plan, record, journal
+        self.t0 = time.monotonic()
+        self._progress = progress
+        self.execs = [
+            NodeExec(plan, n, runner_for(node), rec, self.say)
+            for n, node, rec in zip(plan.nodes, nodes, record.nodes, strict=True)
+        ]
+
+    def say(self, msg: str) -> None:
+        line = f"[{time.monotonic() - self.t0:6.2f}s] {msg}"
+        self.journal.event(line)
+        self._progress(line)
+
+    def save(self, state: str | None = None) -> None:
+        if state:
+            self.record.state = state  # type: ignore[assignment]
+        self.journal.save(self.record)
+
+    async def stage(self, stage: Stage) -> None:
+        """Run ``stage`` on every node at once; the first error is raised after all have finished."""
+        results = await asyncio.gather(*(ex.run_stage(stage) for ex in self.execs), return_exceptions=True)
+        self.save()
+        errors = [(ex, r) for ex, r in zip(self.execs, results, strict=True) if isinstance(r, BaseException)]
+        for ex, r in errors:
+            ex.record.errors.append(f"{stage.value}: {r}")
+        for _, r in errors:
+            raise r
+
+    async def close(self) -> None:
+        for ex in self.execs:
+            with contextlib.suppress(Exception):
+                await ex.runner.close()
+
+
+async def teardown(s: Session, *, failed: bool) -> list[str]:
+    """Stop, after_stop, cleanup on every node; release leases once every process is verified gone.
+
+    Returns the problems met (an unverified stop makes the run ``stop-failed`` and keeps its leases)."""
+    from lair.inventory import release, set_holder
+    from lair.plan import Stage
+
+    s.save("stopping")
+    for ex in s.execs:
+        if ex.record.started:
+            with contextlib.suppress(Exception):
+                s.journal.save_log(ex.node.rank, await ex.log_tail(500))
+    problems: dict[str, list[str]] = {}
+    for stage in (Stage.STOP, Stage.AFTER_STOP, Stage.CLEANUP):
+        results = await asyncio.gather(*(ex.run_stage(stage) for ex in s.execs), return_exceptions=True)
+        for ex, r in zip(s.execs, results, strict=True):
+            if isinstance(r, BaseException):
+                msg = f"{ex.node.name}: {stage.value}: {r}"
+                problems.setdefault(stage.value, []).append(msg)
+                ex.record.errors.append(msg)
+                s.say(f"warning: {msg}")
+    stop_failed = bool(problems.get("stop"))
+    if stop_failed:
+        set_holder(s.record.run_id, None)
+        s.record.error = "; ".join(problems["stop"])
+    else:
+        release(s.record.run_id)
+    s.save("stop-failed" if stop_failed else ("failed" if failed else "stopped"))
+    await s.close()
+    return [m for ms in problems.values() for m in ms]
+
+
+class _Signals:
+    """SIGINT/SIGTERM: the first cancels start-up (or ends serving); later ones are reported only."""
+
+    def __init__(self, s: Session, task: asyncio.Task[object]) -> None:
+        self.s, self.task, self.stop, self.count = s, task, asyncio.Event(), 0
+        self.serving = False
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.handle, sig)
+
+    def handle(self, sig: int) -> None:
+        self.count += 1
+        name = signal.Signals(sig).name
+        if self.count > 1:
+            self.s.say(f"{name}: already stopping, please wait (nothing will be left behind)")
+            return
+        self.s.say(f"{name}: stopping")
+        self.stop.set()
+        if not self.serving:
+            self.task.cancel()
+
+    def remove(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def _start(s: Session) -> float:
+    from lair.launch.readiness import wait_ready
+    from lair.plan import Stage
+
+    for stage in (Stage.PREPARE, Stage.BEFORE_SERVE, Stage.STAGE_MOUNTS, Stage.START, Stage.SERVE):
+        await s.stage(stage)
+    ready = s.plan.head.stage(Stage.READY)[0]
+    s.say(f"waiting for {', '.join(ready.urls or [])} (up to {ready.timeout_s:g}s)")
+    took = await wait_ready(s.execs, ready.urls or [], ready.timeout_s or s.plan.run.ready_timeout_s)
+    s.say(f"ready in {took:.2f}s: {s.plan.run.endpoint}")
+    return took
+
+
+async def _serve(s: Session, sig: _Signals) -> str:
+    """Foreground: until a signal or until a node's process exits. Returns why it ended."""
+    from lair.launch.readiness import check_alive
+
+    sig.serving = True
+    while not sig.stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(sig.stop.wait(), WATCH_S)
+        if sig.stop.is_set():
+            return "signal"
+        try:
+            await check_alive(s.execs)
+        except LaunchError as exc:
+            s.say(f"error: {exc.message}")
+            return "exited"
+    return "signal"
+
+
+async def _main(s: Session, detach: bool) -> LaunchResult:
+    task = asyncio.current_task()
+    assert task is not None
+    sig = _Signals(s, task)
+    result = LaunchResult(s.record.run_id, s.plan.run.endpoint, "starting")
+    try:
+        try:
+            result.ready_s = await _start(s)
+        except (LairError, OSError, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                task.uncancel()
+            await _fail(s, exc)
+        s.save("running")
+        if detach:
+            return await _detach(s, result)
+        ended = await _serve(s, sig)
+        problems = await teardown(s, failed=ended == "exited")
+        result.state = s.record.state
+        if ended == "exited":
+            raise LaunchError("the engine exited while serving; the run is stopped", hint=_logs_hint(s))
+        _raise_if_unverified(s, problems)
+        return result
+    finally:
+        sig.remove()
+
+
+async def _fail(s: Session, exc: BaseException) -> None:
+    what = "interrupted" if isinstance(exc, asyncio.CancelledError) else "failed"
+    s.say(f"launch {what}: rolling back")
+    problems = await teardown(s, failed=True)
+    _raise_if_unverified(s, problems)
+    if isinstance(exc, asyncio.CancelledError):
+        raise KeyboardInterrupt from None
+    raise exc
+
+
+def _raise_if_unverified(s: Session, problems: list[str]) -> None:
+    if s.record.state == "stop-failed":
+        raise LaunchError(
+            "could not verify that everything stopped:\n  " + "\n  ".join(problems),
+            hint=f"retry with `lair stop {s.record.run_id}`; the nodes stay leased until then",
+        )
+
+
+def _logs_hint(s: Session) -> str:
+    return f"see the last log lines: lair logs {s.record.run_id}"
+
+
+async def _detach(s: Session, result: LaunchResult) -> LaunchResult:
+    from lair.inventory import set_holder
+
+    set_holder(s.record.run_id, None)
+    s.record.detached, s.record.controller_pid = True, None
+    s.save("running")
+    await s.close()
+    result.state = "running"
+    return result
+
+
+def launch(req: Request, *, detach: bool = False, progress: Progress = lambda _m: None) -> LaunchResult:
+    """Launch a recipe; returns when it is ready (detached) or once it stopped (foreground)."""
+    from lair.launch.resolve import prepare
+
+    prep = prepare(req, lease=True)
+    p = prep.plan
+    now = time.time()
+    record = RunRecord(
+        run_id=p.run.run_id,
+        recipe=p.run.recipe,
+        name=p.run.name,
+        runtime=p.run.runtime,
+        endpoint=p.run.endpoint,
+        state="starting",
+        controller_pid=os.getpid(),
+        created_at=now,
+        updated_at=now,
+        nodes=node_records(p, prep.nodes),
+    )
+    journal = Journal(p.run.run_id)
+    journal.create(p.model_dump_json(indent=2), record)
+    session = Session(p, record, journal, prep.nodes, progress)
+    session.say(f"run {p.run.run_id} on {', '.join(f'{n.name} ({n.address})' for n in p.nodes)}")
+    result = asyncio.run(_main(session, detach))
+    result.started_at = now
+    return result
