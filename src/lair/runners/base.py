@@ -149,7 +149,7 @@ class Runner(ABC):
         inner = (f"cd {shlex.quote(cwd)} && " if cwd else "") + body
         log_dir = shlex.quote(log_path.rsplit("/", 1)[0] or "/")
         script = (
-            f"mkdir -p {log_dir} && "
+            f"mkdir -p {log_dir} || exit 1; "
             f"setsid sh -c {shlex.quote(inner)} >>{shlex.quote(log_path)} 2>&1 </dev/null & "
             f'pid=$!; echo "$pid" >{shlex.quote(pid_path)}; {_WAIT_SESSION}; echo "$pid"'
         )
