@@ -6,7 +6,8 @@ Per GPU of a replica of ``tp x pp`` GPUs::
     weights     = (weight_bytes - offloaded) / (tp x pp)
     overhead    = runtime fixed cost + activation peak of one scheduler step (see Runtime)
     kv_budget   = budget - weights - overhead
-    kv_pool     = kv_budget / KV bytes per token per GPU (every layer counted)
+    kv_pool     = tokens kv_budget holds in the full-attention layers (one sequence's sliding windows
+                  set aside; without sliding layers simply kv_budget / KV bytes per token per GPU)
     max_context = longest single sequence whose KV fits kv_budget (sliding layers capped at the window)
 
 The verdict compares the KV a run needs (``concurrency`` sequences of ``context`` tokens) with
@@ -148,42 +149,52 @@ def fit(
     runtime: Runtime | None = None,
 ) -> FitResult:
     """Size ``facts`` on ``hw`` under ``layout``; ``context`` defaults to the layout's max_model_len,
-    then the model's own limit."""
+    then the model's own limit. When weights must move to host RAM, the KV numbers are those after
+    the move."""
     lay = layout or Layout()
-    rt = runtime or Runtime()
     kv = _kv_layout(facts, lay)
     ctx = _required_context(facts, lay, context)
-    budget = int(lay.gpu_memory_utilization * hw.gpu_memory_bytes)
-    weights = math.ceil((facts.weight_bytes - lay.cpu_offload_bytes) / lay.gpus)
-    overhead = runtime_overhead_bytes(facts, lay, rt)
-    kv_budget = budget - weights - overhead
-    need = int(kv.sequence_bytes(ctx) * concurrency)
     res = FitResult(
         model=facts.name,
         device=hw.device.name,
         gpus_needed=lay.gpus,
         gpus_available=hw.gpus,
-        budget_bytes_per_gpu=budget,
-        weights_bytes_per_gpu=weights,
-        overhead_bytes_per_gpu=overhead,
-        kv_budget_bytes_per_gpu=kv_budget,
+        budget_bytes_per_gpu=int(lay.gpu_memory_utilization * hw.gpu_memory_bytes),
+        weights_bytes_per_gpu=0,
+        overhead_bytes_per_gpu=runtime_overhead_bytes(facts, lay, runtime or Runtime()),
+        kv_budget_bytes_per_gpu=0,
         kv_dtype=str(kv.dtype),
         kv_bytes_per_token=kv.bytes_per_token,
         kv_bytes_per_token_per_gpu=kv.bytes_per_token_per_gpu,
-        kv_pool_tokens=max(0, int(kv_budget // kv.bytes_per_token_per_gpu)) if kv_budget > 0 else 0,
-        max_context=_cap(kv.max_context(kv_budget), facts.max_context),
+        kv_pool_tokens=0,
+        max_context=0,
         model_max_context=facts.max_context,
         context=ctx,
         concurrency=concurrency,
-        kv_needed_bytes_per_gpu=need,
-        max_concurrency_at_context=max(0, int(kv_budget // kv.sequence_bytes(ctx))) if kv_budget > 0 else 0,
+        kv_needed_bytes_per_gpu=int(kv.sequence_bytes(ctx) * concurrency),
+        max_concurrency_at_context=0,
         offload_bytes=lay.cpu_offload_bytes,
         host_ram_needed_bytes=lay.cpu_offload_bytes,
         disk_needed_bytes=facts.weight_bytes,
         verdict=FITS,
     )
+    weights = math.ceil((facts.weight_bytes - lay.cpu_offload_bytes) / lay.gpus)
+    _fill_kv(res, kv, weights)
     _decide(res, hw, lay)
+    moved = res.offload_bytes - lay.cpu_offload_bytes
+    if moved > 0:
+        _fill_kv(res, kv, weights - moved // lay.gpus)
     return res
+
+
+def _fill_kv(r: FitResult, kv: KvLayout, weights: int) -> None:
+    """Set the weight share and everything that follows from the KV budget it leaves."""
+    r.weights_bytes_per_gpu = weights
+    budget = r.budget_bytes_per_gpu - weights - r.overhead_bytes_per_gpu
+    r.kv_budget_bytes_per_gpu = budget
+    r.kv_pool_tokens = kv.pool_tokens(budget)
+    r.max_context = _cap(kv.max_context(budget), r.model_max_context)
+    r.max_concurrency_at_context = max(0, int(budget // kv.sequence_bytes(r.context))) if budget > 0 else 0
 
 
 def _cap(fitting: int, model_limit: int) -> int:
@@ -200,7 +211,7 @@ def _decide(r: FitResult, hw: Hardware, lay: Layout) -> None:
     if hw.gpus < r.gpus_needed:
         r.verdict = NO_FIT
         r.reasons.append(
-            f"needs {r.gpus_needed} GPUs (tp {lay.tp} x pp {lay.pp}), the hardware has {hw.gpus}"
+            f"needs {r.gpus_needed} GPUs (tp {lay.tp} x pp {lay.pp}); the hardware has {hw.gpus}"
         )
         return
     r.reasons.append(

@@ -6,6 +6,8 @@ Per layer and token:
   ``max(kv_heads / tp, 1)`` heads (KV heads are replicated when there are fewer than GPUs);
 - MLA: the compressed latent, ``(kv_lora_rank + qk_rope_head_dim) x bytes``, the same on every
   tensor-parallel GPU (it has no head axis) unless decode context parallel (``dcp``) splits the tokens;
+  with DeepSeek sparse attention (DSA) also the indexer key, ``index_head_dim`` fp8 bytes + a 4-byte
+  scale; a decode step then reads only ``index_topk`` latents but every indexer key;
 - sliding-window layers stop growing at the window: a sequence of ``L`` tokens holds
   ``min(L, window)`` tokens in them.
 
@@ -26,9 +28,13 @@ def kv_layer_bytes(facts: ModelFacts, dtype: str | None, tp: int = 1) -> float:
     """Bytes one token takes in one layer's KV cache on one GPU of a ``tp``-way tensor-parallel group."""
     b = kv_bytes_per_element(dtype)
     if facts.attention == "mla":
-        return (facts.kv_lora_rank + facts.qk_rope_head_dim) * b
+        return (facts.kv_lora_rank + facts.qk_rope_head_dim) * b + _indexer_bytes(facts)
     heads_per_gpu = max(facts.n_kv_heads / tp, 1.0)
     return 2 * heads_per_gpu * facts.head_dim * b
+
+
+def _indexer_bytes(facts: ModelFacts) -> float:
+    return facts.index_head_dim + 4.0 if facts.index_topk else 0.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,26 @@ class KvLayout:
         """Bytes per GPU that one sequence of ``context`` tokens holds."""
         window = self.facts.sliding_window or context
         return self.full_rate * context + self.sliding_rate * min(context, window)
+
+    def read_bytes(self, context: int) -> float:
+        """Bytes per GPU one decode step reads from one sequence's KV at ``context`` tokens (sparse
+        attention reads ``index_topk`` latents plus every indexer key)."""
+        f = self.facts
+        if not f.index_topk or context <= f.index_topk:
+            return self.sequence_bytes(context)
+        idx = _indexer_bytes(f) * f.full_layers / self.pp / self.dcp  # indexer keys per token, this GPU
+        return (self.full_rate - idx) * f.index_topk + idx * context
+
+    def pool_tokens(self, budget: float) -> int:
+        """Tokens ``budget`` bytes per GPU hold in the full-attention layers, after one sequence's
+        sliding windows are set aside (no sliding layers: simply budget / bytes per token). Every layer
+        sliding: tokens at the every-layer rate."""
+        if budget <= 0:
+            return 0
+        if self.full_rate <= 0:
+            return int(budget // self.bytes_per_token_per_gpu)
+        reserve = self.sliding_rate * self.facts.sliding_window
+        return max(0, int((budget - reserve) // self.full_rate))
 
     def max_context(self, budget: float) -> int:
         """The longest single sequence whose KV fits ``budget`` bytes per GPU (0: none; -1: no limit)."""

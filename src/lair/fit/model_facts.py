@@ -58,6 +58,9 @@ class ModelFacts:
     qk_rope_head_dim: int = 0
     qk_head_dim: int = 0  # per-head query/key width for attention FLOPs
     v_head_dim: int = 0
+    index_topk: int = 0  # sparse attention (DeepSeek-V3.2 DSA): tokens each query attends to
+    index_head_dim: int = 0  # its indexer's key width (cached per token and layer, fp8 + fp32 scale)
+    index_n_heads: int = 0
     sliding_window: int = 0
     sliding_layers: int = 0  # layers that attend to the last ``sliding_window`` tokens only
     n_experts: int = 0
@@ -130,6 +133,9 @@ class _Shape:
     rope_dim: int
     nope_dim: int
     v_dim: int
+    index_topk: int
+    index_dim: int
+    index_heads: int
 
 
 _UNGATED = {"gpt2", "gpt_neox", "gptj", "opt", "falcon", "phi", "bloom", "starcoder2"}
@@ -178,6 +184,9 @@ def _shape(cfg: dict[str, Any]) -> _Shape:
         rope_dim=int(_get(cfg, "qk_rope_head_dim", default=0)),
         nope_dim=int(_get(cfg, "qk_nope_head_dim", default=0)),
         v_dim=int(_get(cfg, "v_head_dim", default=0)),
+        index_topk=int(_get(cfg, "index_topk", default=0)),
+        index_dim=int(_get(cfg, "index_head_dim", default=0)),
+        index_heads=int(_get(cfg, "index_n_heads", default=0)),
     )
 
 
@@ -187,12 +196,23 @@ def _attn_params(s: _Shape) -> tuple[int, int]:
         qk = s.nope_dim + s.rope_dim
         q = s.hidden * s.q_lora + s.q_lora * s.heads * qk if s.q_lora else s.hidden * s.heads * qk
         kv = s.hidden * (s.kv_lora + s.rope_dim) + s.kv_lora * s.heads * (s.nope_dim + s.v_dim)
-        return q + kv + s.heads * s.v_dim * s.hidden, s.q_lora + s.kv_lora
+        return q + kv + s.heads * s.v_dim * s.hidden + _indexer_params(s), s.q_lora + s.kv_lora
     q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
     mats = 2 * s.hidden * q + 2 * s.hidden * kv
     bias = (q + 2 * kv + (s.hidden if s.arch == "gpt_oss" else 0)) if s.attn_bias else 0
     sinks = s.heads if s.arch == "gpt_oss" else 0
     return mats, bias + sinks
+
+
+def _indexer_params(s: _Shape) -> int:
+    """DSA lightning indexer: q from the q latent, one shared key, per-head weights."""
+    if not s.index_topk:
+        return 0
+    return (
+        (s.q_lora or s.hidden) * s.index_heads * s.index_dim
+        + s.hidden * s.index_dim
+        + s.hidden * s.index_heads
+    )
 
 
 def _mlp(hidden: int, inter: int, gated: bool) -> int:
@@ -317,6 +337,9 @@ def facts_from_config(config: dict[str, Any], name: str = "") -> ModelFacts:
         qk_rope_head_dim=s.rope_dim,
         qk_head_dim=(s.nope_dim + s.rope_dim) if s.kv_lora else s.head_dim,
         v_head_dim=s.v_dim if s.kv_lora else s.head_dim,
+        index_topk=s.index_topk,
+        index_head_dim=s.index_dim,
+        index_n_heads=s.index_heads,
         sliding_window=window,
         sliding_layers=n_sliding,
         n_experts=s.experts if s.moe_layers else 0,

@@ -83,10 +83,13 @@ def _expert_fraction(facts: ModelFacts, tokens: int, routing: str) -> float:
 
 
 def _attention_flops(facts: ModelFacts, context: float) -> float:
-    """FLOPs of QK^T and PV for one query token attending to ``context`` tokens, all layers."""
+    """FLOPs of QK^T and PV for one query token attending to ``context`` tokens, all layers (sparse
+    attention: ``index_topk`` tokens, plus the indexer's scores over every token)."""
     per_layer = 2 * facts.n_heads * (facts.qk_head_dim + facts.v_head_dim)
     window = facts.sliding_window or context
-    return per_layer * (facts.full_layers * context + facts.sliding_layers * min(context, window))
+    full = min(context, facts.index_topk) if facts.index_topk else context
+    flops = per_layer * (facts.full_layers * full + facts.sliding_layers * min(context, window))
+    return flops + 2 * facts.index_n_heads * facts.index_head_dim * context * facts.full_layers
 
 
 def _weight_read_bytes(facts: ModelFacts, tokens: int, routing: str) -> float:
@@ -113,7 +116,7 @@ def decode_bound(
     dev = hw.device
     tokens = concurrency * (lay.spec_tokens + 1)
     weights = _weight_read_bytes(facts, tokens, routing) / lay.gpus
-    kv = concurrency * _kv_layout(facts, lay).sequence_bytes(context) * lay.pp  # all stages, one GPU each
+    kv = concurrency * _kv_layout(facts, lay).read_bytes(context) * lay.pp  # all stages, one GPU each
     memory_s = (weights * lay.pp + kv) / dev.bandwidth_bytes_s
     flops = tokens * (2 * matmul_params(facts) + _attention_flops(facts, context)) / lay.tp
     peak = dev.peak_flops(facts.compute_format)

@@ -1,0 +1,91 @@
+"""The hardware catalog: every figure sourced, names matched the way people write them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from lair.errors import FitError
+from lair.fit import find_device, load_catalog
+from lair.fit.catalog import pcie_gbs
+
+FIGURES = (
+    "memory_gb",
+    "memory_bandwidth_gbs",
+    "bf16_tflops",
+    "fp8_tflops",
+    "fp4_tflops",
+    "pcie",
+    "nvlink_gbs",
+    "network_gbps",
+)
+REQUIRED = (
+    "RTX PRO 6000",
+    "RTX 5090",
+    "RTX 4090",
+    "RTX 3090",
+    "L40S",
+    "A100 40GB",
+    "A100 80GB",
+    "H100",
+    "H200",
+    "B200",
+    "GB10",
+    "DGX Spark",
+    "MI300X",
+    "M3 Ultra",
+    "M4 Max",
+)
+
+
+def test_every_figure_has_a_source() -> None:
+    for d in load_catalog():
+        named = {f for s in d.sources for f in s.figures}
+        given = {f for f in FIGURES if getattr(d, f) is not None}
+        assert given <= named, f"{d.id}: no source for {sorted(given - named)}"
+        assert all(s.url.startswith("https://") and s.title for s in d.sources)
+
+
+def test_the_issue_s_devices_are_there() -> None:
+    for name in REQUIRED:
+        d = find_device(name)
+        assert d.memory_gb > 0 and d.memory_bandwidth_gbs > 0
+
+
+@pytest.mark.parametrize(
+    ("query", "device_id"),
+    [
+        ("RTX PRO 6000", "rtx-pro-6000"),
+        ("rtx-pro-6000", "rtx-pro-6000"),
+        ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "rtx-pro-6000"),
+        ("H200", "h200"),
+        ("nvidia h200", "h200"),
+        ("GeForce RTX 4090", "rtx-4090"),
+        ("dgx spark", "dgx-spark"),
+        ("MI300X", "mi300x"),
+    ],
+)
+def test_fuzzy_names(query: str, device_id: str) -> None:
+    assert find_device(query).id == device_id
+
+
+def test_ambiguous_and_unknown_names_say_what_they_could_be() -> None:
+    with pytest.raises(FitError, match=r"ambiguous GPU 'A100'; did you mean .*40GB.*80GB"):
+        find_device("A100")
+    with pytest.raises(FitError, match=r"unknown GPU 'H2OO'.*did you mean"):
+        find_device("H2OO")
+
+
+def test_links_and_peaks() -> None:
+    assert pcie_gbs("4.0 x16") == pytest.approx(1.969 * 16)
+    with pytest.raises(FitError):
+        pcie_gbs("fast")
+    h200, pro, spark = find_device("H200"), find_device("RTX PRO 6000"), find_device("DGX Spark")
+    assert h200.link_bytes_s() == 450e9  # NVLink 900 GB/s both ways
+    assert pro.link_bytes_s() == pytest.approx(3.938 * 16 * 1e9)  # PCIe 5.0 x16, one way
+    assert spark.link_bytes_s() == 25e9  # 200 Gb/s ConnectX-7
+    assert spark.kind == "unified"
+    assert spark.peak_flops("bf16") is None and spark.peak_flops("fp4") == 500e12
+    assert h200.peak_flops("fp4") == 1979e12  # no FP4 on Hopper: FP8 is the fastest it has
+    assert dataclasses.replace(h200, memory_gb=1).memory_bytes == 2**30
