@@ -1,25 +1,19 @@
-"""A low-overhead HTTP/1.1 streaming client over raw asyncio sockets.
+"""HTTP/1.1 for the bench: request bytes, an asyncio protocol (TLS streams, plain requests such as
+``/metrics``), and the parser that turns the recorded reads of a stream into timings.
 
-While a stream runs, the client only appends ``(arrival time, bytes)`` for every read: no
+While a stream runs, the reader only appends ``(arrival time, bytes)`` for every read: no
 de-chunking, no SSE splitting, no JSON. All parsing happens after the cell, when nothing is being
 timed, and maps each SSE line back to the read that completed it. One connection per request with
-``Connection: close``; the response ends at EOF or at the chunked terminator.
-
-Arrival time: for plain-HTTP streams the socket asks the kernel for receive timestamps
-(``SO_TIMESTAMPNS``, read with ``recvmsg``), so a stamp is the moment the bytes reached the host, not
-the moment a busy event loop or an idle virtual CPU got round to reading them; the monotonic clock
-at read time is the fallback (TLS streams, kernels without the option).
+``Connection: close``; the response ends at EOF or at the chunked terminator. Plain-HTTP streams use
+the cheaper kernel-timestamped reader in :mod:`lair.bench.rawstream`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import ssl
-import struct
 import time
-from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
@@ -30,33 +24,15 @@ from lair.errors import BenchError
 
 __all__ = [
     "Endpoint",
-    "RawStream",
     "StreamProtocol",
     "chat_request",
     "http_request",
-    "open_raw_stream",
     "open_stream",
     "parse_stream",
 ]
 
-_TERMINATOR = b"0\r\n\r\n"
-_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-_READ_SIZE = 1 << 15
-"""Small enough that each read buffer comes from the heap: a larger one costs mmap/mremap/munmap per read."""
-
-
-def _realtime_offset() -> float:
-    """CLOCK_REALTIME - perf_counter, from the closest of a few back-to-back readings."""
-    best = (1.0, 0.0)
-    for _ in range(7):
-        a = time.perf_counter()
-        rt = time.clock_gettime(time.CLOCK_REALTIME)
-        b = time.perf_counter()
-        best = min(best, (b - a, rt - (a + b) / 2))
-    return best[1]
-
-
-_OFFSET = _realtime_offset()
+TERMINATOR = b"0\r\n\r\n"
+"""The last bytes of a chunked response."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +88,7 @@ class StreamProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.times.append(time.perf_counter())
         self.reads.append(data)
-        if data.endswith(_TERMINATOR) and len(self.reads) > 1:
+        if data.endswith(TERMINATOR) and len(self.reads) > 1:
             self.transport.close()  # type: ignore[union-attr]
 
     def eof_received(self) -> bool:
@@ -130,104 +106,6 @@ class StreamProtocol(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
-
-
-class RawStream:
-    """A plain-HTTP stream on a non-blocking socket read with ``recvmsg`` and kernel timestamps."""
-
-    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
-        self.sock, self.loop, self.fd = sock, loop, sock.fileno()
-        self.times: list[float] = []
-        self.stamps: list[bytes] = []
-        self.reads: list[bytes] = []
-        self.done: asyncio.Future[None] = loop.create_future()
-        self.send_t = 0.0
-        self._rest = b""
-        loop.add_reader(self.fd, self._on_read)
-
-    def _on_read(self) -> None:
-        try:
-            data, anc, _, _ = self.sock.recvmsg(_READ_SIZE, 64)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self.close()
-            return
-        self.times.append(time.perf_counter())
-        self.stamps.append(anc[0][2] if anc else b"")
-        self.reads.append(data)
-        if data.endswith(_TERMINATOR) and len(self.reads) > 1:
-            self.close()
-
-    def send(self, payload: bytes) -> None:
-        """Write the request; the send time is taken just before the write."""
-        self.send_t = time.perf_counter()
-        try:
-            n = self.sock.send(payload)
-        except BlockingIOError:
-            n = 0
-        if n < len(payload):
-            self._rest = payload[n:]
-            self.loop.add_writer(self.fd, self._on_write)
-
-    def _on_write(self) -> None:
-        try:
-            n = self.sock.send(self._rest)
-        except BlockingIOError:
-            return
-        except OSError:
-            n = len(self._rest)
-        self._rest = self._rest[n:]
-        if not self._rest:
-            self.loop.remove_writer(self.fd)
-
-    def close(self) -> None:
-        if self.sock.fileno() >= 0:
-            self.loop.remove_reader(self.fd)
-            if self._rest:
-                self.loop.remove_writer(self.fd)
-            self.sock.close()
-        if not self.done.done():
-            self.done.set_result(None)
-
-    def arrival_times(self) -> list[float]:
-        """Per read: the kernel's receive time on the perf_counter clock, else the read time."""
-        out = []
-        for local, stamp in zip(self.times, self.stamps, strict=True):
-            if len(stamp) >= 16:
-                sec, nsec = struct.unpack("qq", stamp[:16])
-                kernel = sec + nsec * 1e-9 - _OFFSET
-                out.append(kernel if self.send_t <= kernel <= local + 1e-3 else local)
-            else:
-                out.append(local)
-        return out
-
-
-_RESOLVED: dict[tuple[str, int], Any] = {}
-
-
-async def open_raw_stream(ep: Endpoint) -> RawStream:
-    """Connect a plain-HTTP socket with kernel receive timestamps on."""
-    loop = asyncio.get_running_loop()
-    if (ep.host, ep.port) not in _RESOLVED:
-        infos = await loop.getaddrinfo(ep.host, ep.port, type=socket.SOCK_STREAM)
-        _RESOLVED[(ep.host, ep.port)] = infos[0]
-    family, _, proto, _, addr = _RESOLVED[(ep.host, ep.port)]
-    sock = socket.socket(family, socket.SOCK_STREAM, proto)
-    sock.setblocking(False)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-    except OSError:
-        pass
-    try:
-        await loop.sock_connect(sock, addr)
-    except OSError as exc:
-        sock.close()
-        raise BenchError(f"cannot connect to {ep.scheme}://{ep.netloc}: {exc}") from exc
-    return RawStream(sock, loop)
 
 
 async def open_stream(ep: Endpoint) -> StreamProtocol:
@@ -306,7 +184,7 @@ def _dechunk(raw: bytes, pos: int) -> list[tuple[int, int]]:
 
 
 class _OffsetMap:
-    """Maps an offset in the de-chunked body back to the arrival time of the read holding it."""
+    """Maps offsets in the de-chunked body back to the arrival time of the read holding them."""
 
     def __init__(self, segments: list[tuple[int, int]], times: list[float], reads: list[bytes]) -> None:
         self.segments = segments
@@ -314,13 +192,46 @@ class _OffsetMap:
         self.read_ends = list(accumulate(len(r) for r in reads))
         self.times = times
 
-    def time_at(self, body_end: int) -> float:
-        """Arrival of the byte just before body offset ``body_end``."""
-        i = bisect_left(self.body_ends, body_end)
-        seg_start = self.body_ends[i - 1] if i else 0
-        raw_end = self.segments[i][0] + (body_end - seg_start)
-        j = bisect_left(self.read_ends, raw_end)
-        return self.times[min(j, len(self.times) - 1)]
+    def times_at(self, body_ends: list[int]) -> list[float]:
+        """Arrival of the byte just before each (ascending) body offset, in one forward walk."""
+        out, i, j, last = [], 0, 0, len(self.times) - 1
+        for end in body_ends:
+            while self.body_ends[i] < end:
+                i += 1
+            raw_end = self.segments[i][0] + end - (self.body_ends[i - 1] if i else 0)
+            while j < last and self.read_ends[j] < raw_end:
+                j += 1
+            out.append(self.times[j])
+        return out
+
+
+def _data_lines(body: bytes) -> tuple[list[bytes], list[int]]:
+    """SSE ``data:`` payloads (without ``[DONE]``) and the body offset where each line ends."""
+    datas, ends, pos = [], [], 0
+    for line in body.split(b"\n"):
+        end = pos + len(line)
+        pos = end + 1
+        if line.startswith(b"data:"):
+            data = line[5:].strip()
+            if data and data != b"[DONE]":
+                datas.append(data)
+                ends.append(end)
+    return datas, ends
+
+
+def _decode_all(datas: list[bytes]) -> list[Any]:
+    """All events in one JSON parse; line by line (skipping bad lines) if that fails."""
+    try:
+        events: list[Any] = json.loads(b"[" + b",".join(datas) + b"]")
+        return events
+    except ValueError:
+        out = []
+        for d in datas:
+            try:
+                out.append(json.loads(d))
+            except ValueError:
+                out.append({"error": f"unparsable event: {d[:80]!r}"})
+        return out
 
 
 def parse_stream(send_t: float, times: list[float], reads: list[bytes]) -> RequestTiming:
@@ -328,27 +239,21 @@ def parse_stream(send_t: float, times: list[float], reads: list[bytes]) -> Reque
     r = RequestTiming(send_t=send_t, done_t=times[-1] if times else send_t)
     status, _, segments, raw = _split_response(b"".join(reads))
     r.status = status
+    body = b"".join(raw[s:e] for s, e in segments)
     if status != 200:
-        body = b"".join(raw[s:e] for s, e in segments)
         r.error = f"HTTP {status}: {body[:300].decode('utf-8', 'replace')}" if status else "no response"
         return r
-    body = b"".join(raw[s:e] for s, e in segments)
-    omap = _OffsetMap(segments, times, reads)
+    datas, ends = _data_lines(body)
     texts: list[str] = []
-    pos = 0
-    for line in body.split(b"\n"):
-        end = pos + len(line)
-        pos = end + 1
-        if line.startswith(b"data:"):
-            _take_event(r, line[5:].strip(), end, omap, texts)
+    stamps = _OffsetMap(segments, times, reads).times_at(ends)
+    for ev, t in zip(_decode_all(datas), stamps, strict=True):
+        if isinstance(ev, dict):
+            _take_event(r, ev, t, texts)
     r.text = "".join(texts)
     return r
 
 
-def _take_event(r: RequestTiming, data: bytes, end: int, omap: _OffsetMap, texts: list[str]) -> None:
-    if not data or data == b"[DONE]":
-        return
-    ev = json.loads(data)
+def _take_event(r: RequestTiming, ev: dict[str, Any], t: float, texts: list[str]) -> None:
     if "error" in ev:
         r.error = str(ev["error"])[:300]
         return
@@ -360,7 +265,7 @@ def _take_event(r: RequestTiming, data: bytes, end: int, omap: _OffsetMap, texts
             delta.get("reasoning_content") or delta.get("reasoning") or ""
         )
     if text:
-        r.content_times.append(omap.time_at(end))
+        r.content_times.append(t)
         r.content_chars.append(len(text))
         texts.append(text)
         if usage and usage.get("completion_tokens") is not None:

@@ -27,8 +27,10 @@ cache hit
     cached prompt tokens, or the engine's prefix-cache hit counter grew by more than that per request.
 client-bound
     A run is client-bound when the bench's own CPU time exceeds ``CLIENT_CPU_BOUND_FRACTION`` of
-    the wall time, or its event loop's p99 wake-up lag exceeds ``LOOP_LAG_BOUND_MS``: then the
-    client, not the server, limited the numbers, and they are flagged instead of trusted.
+    the wall time, or its p99 reading lag exceeds ``LOOP_LAG_BOUND_MS``: then the client, not the
+    server, limited the numbers, and they are flagged instead of trusted. Reading lag is the time
+    from the kernel's receive timestamp of a read to the bench reading it (plain HTTP), or the event
+    loop's wake-up lateness (TLS streams, where no kernel timestamp is available).
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ tokens come before the nonce, are the same in every prompt, and engines that cac
 report them."""
 
 LOOP_LAG_BOUND_MS = 5.0
-"""p99 event-loop wake-up lag above which arrival timestamps are no longer trustworthy."""
+"""p99 reading lag (ms) above which the bench is not keeping up with the streams."""
 
 
 @dataclass(slots=True)

@@ -17,18 +17,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lair.bench import definitions as d
-from lair.bench.client import (
-    Endpoint,
-    RawStream,
-    StreamProtocol,
-    chat_request,
-    http_request,
-    open_raw_stream,
-    open_stream,
-    parse_stream,
-)
+from lair.bench.client import Endpoint, StreamProtocol, chat_request, http_request, open_stream, parse_stream
 from lair.bench.metrics import MetricsWatch, cell_engine_metrics, scrape
 from lair.bench.prompt import PromptSizer, needle_prompt, prompt_text
+from lair.bench.rawstream import RawStream, open_raw_stream, pump
 from lair.bench.results import BenchOptions, BenchResult, CellResult, NeedleResult
 from lair.errors import BenchError
 
@@ -118,36 +110,50 @@ async def _stream_all(
 ) -> tuple[list[d.RequestTiming], _Client]:
     """Send every request together; return parsed timings and the client's own load."""
     payloads = [chat_request(s.ep, _body(s, c, max_tokens, force), s.opts.api_key) for c in contents]
-    protos = await _connect_all(s.ep, len(payloads))
-    await asyncio.sleep(_SETTLE_S + _SETTLE_PER_CONN_S * len(protos))
+    plain = s.ep.scheme == "http"
+    opener = open_raw_stream if plain else open_stream
+    streams: list[Any] = list(await asyncio.gather(*(opener(s.ep) for _ in payloads)))
+    await asyncio.sleep(_SETTLE_S + _SETTLE_PER_CONN_S * len(streams))
     lag = _LagMonitor()
-    lag.start()
+    if not plain:
+        lag.start()
     gc.disable()  # no collector pauses while arrivals are being time-stamped
     try:
         cpu0, wall0 = time.process_time(), time.perf_counter()
-        for p, payload in zip(protos, payloads, strict=True):
-            p.send(payload)
-        _, pending = await asyncio.wait([p.done for p in protos], timeout=s.opts.request_timeout_s)
-        client = _Client(time.process_time() - cpu0, time.perf_counter() - wall0, await lag.stop())
+        late = await (_pump_raw(streams, payloads, s) if plain else _pump_asyncio(streams, payloads, s))
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        lag_ms = _read_lag_p99_ms(streams) if plain else await lag.stop()
     finally:
         gc.enable()
+    timings = []
+    for st in streams:
+        times = st.arrival_times() if plain else st.times
+        timings.append(parse_stream(st.send_t, times, st.reads))
+        if st in late:
+            timings[-1].error = timings[-1].error or f"timed out after {s.opts.request_timeout_s:.0f} s"
+    return timings, _Client(cpu, wall, lag_ms)
+
+
+def _read_lag_p99_ms(streams: list[RawStream]) -> float:
+    """p99 of (read time - kernel receive time) over every read: how far behind the reader ran."""
+    lags = [lag for st in streams for lag in st.read_lags()]
+    return d.percentile(lags, 99) * 1000 if lags else 0.0
+
+
+async def _pump_raw(streams: list[RawStream], payloads: list[bytes], s: _Session) -> list[RawStream]:
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(None, pump, streams, payloads, s.opts.request_timeout_s)
+
+
+async def _pump_asyncio(
+    protos: list[StreamProtocol], payloads: list[bytes], s: _Session
+) -> list[StreamProtocol]:
+    for p, payload in zip(protos, payloads, strict=True):
+        p.send(payload)
+    _, pending = await asyncio.wait([p.done for p in protos], timeout=s.opts.request_timeout_s)
     for p in protos:
         p.close()
-    timings = [parse_stream(p.send_t, _arrivals(p), p.reads) for p in protos]
-    for p, t in zip(protos, timings, strict=True):
-        if p.done in pending:
-            t.error = t.error or f"timed out after {s.opts.request_timeout_s:.0f} s"
-    return timings, client
-
-
-async def _connect_all(ep: Endpoint, n: int) -> list[RawStream | StreamProtocol]:
-    if ep.scheme == "http":
-        return list(await asyncio.gather(*(open_raw_stream(ep) for _ in range(n))))
-    return list(await asyncio.gather(*(open_stream(ep) for _ in range(n))))
-
-
-def _arrivals(p: RawStream | StreamProtocol) -> list[float]:
-    return p.arrival_times() if isinstance(p, RawStream) else p.times
+    return [p for p in protos if p.done in pending]
 
 
 async def _probe(s: _Session, content: str) -> int | None:
