@@ -1,128 +1,12 @@
-"""Helpers for the launcher's integration tests: run ``lair`` as a real subprocess, wait for files and
-run states with a deadline, and check that a run left nothing behind on its nodes."""
+"""Fixtures of the launcher's integration tests (helpers are in ``launch_helpers``)."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-
-from lair.testing.nodes import NetnsNodes
-
-LAIR = [sys.executable, "-m", "lair"]
-
-
-def lair(*args: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
-    """Run ``lair ARGS`` to completion (LAIR_HOME comes from the session's ``lair_home``)."""
-    res = subprocess.run([*LAIR, *args], capture_output=True, text=True, timeout=timeout)
-    if check and res.returncode != 0:
-        raise AssertionError(f"lair {' '.join(args)} -> {res.returncode}\n{res.stdout}\n{res.stderr}")
-    return res
-
-
-def start_lair(*args: str) -> subprocess.Popen[str]:
-    """``lair ARGS`` in the background (foreground launches that a test signals)."""
-    return subprocess.Popen([*LAIR, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 60, what: str = "condition") -> Any:
-    """Poll ``cond`` until it returns something truthy, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def runs_dir(home: Path) -> Path:
-    return home / "runs"
-
-
-def run_record(home: Path, run_id: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((runs_dir(home) / run_id / "run.json").read_text())
-    return data
-
-
-def newest_run(home: Path, before: set[str]) -> str | None:
-    d = runs_dir(home)
-    new = (
-        [p.name for p in d.iterdir() if (p / "run.json").exists() and p.name not in before]
-        if d.is_dir()
-        else []
-    )
-    return new[0] if len(new) == 1 else None
-
-
-def run_ids(home: Path) -> set[str]:
-    d = runs_dir(home)
-    return {p.name for p in d.iterdir()} if d.is_dir() else set()
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-@dataclass
-class Leftovers:
-    """What a run may leave: its containers (per node), processes, run folders, leases."""
-
-    containers: list[str]
-    processes: list[int]
-    workdirs: list[str]
-    leases: list[str]
-
-
-def leftovers(home: Path, run_id: str, nodes: NetnsNodes | None, docker: bool) -> Leftovers:
-    from lair.inventory import leases
-
-    rec = run_record(home, run_id)
-    containers: list[str] = []
-    if docker and nodes is not None:
-        for n in nodes.nodes:
-            env = {**os.environ, "DOCKER_HOST": n.docker_host or ""}
-            out = subprocess.run(
-                ["docker", "ps", "-aq", "--filter", f"label=lair.run={run_id}"],
-                capture_output=True,
-                text=True,
-                env=env,
-                check=True,
-            ).stdout
-            containers += [f"{n.name}:{c}" for c in out.split()]
-    pids = [int(n["pid"]) for n in rec["nodes"] if n.get("pid")]
-    workdirs = [str(p) for p in Path("/tmp").glob(f"lair-{run_id}-r*")]
-    held = [
-        f"{k}:{lease.run_id}"
-        for group in ("_adhoc", "test-nodes", "test-docker-nodes")
-        for k, lease in leases(group).items()
-        if lease.run_id == run_id
-    ]
-    return Leftovers(containers, [p for p in pids if pid_alive(p)], workdirs, held)
-
-
-def assert_clean(home: Path, run_id: str, nodes: NetnsNodes | None = None, *, docker: bool = False) -> None:
-    left = leftovers(home, run_id, nodes, docker)
-    assert left == Leftovers([], [], [], []), f"run {run_id} left {left}"
-
-
-def signal_and_wait(proc: subprocess.Popen[str], sig: int, timeout: float = 120) -> tuple[int, str]:
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=timeout)
-    return proc.returncode, err
+from launch_roles import write_roles
 
 
 @pytest.fixture(scope="session")
@@ -138,31 +22,7 @@ def markers(marker_dir: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
     yield d
 
 
-def write_recipe(path: Path, text: str) -> str:
-    path.write_text(text)
-    return str(path)
-
-
-def python_rig(home: Path, name: str, values: dict[str, str]) -> str:
-    from lair.rig import set_rig_values
-
-    set_rig_values(name, values)
-    return name
-
-
-__all__ = [
-    "LAIR",
-    "assert_clean",
-    "lair",
-    "markers",
-    "newest_run",
-    "pid_alive",
-    "python_rig",
-    "run_ids",
-    "run_record",
-    "signal_and_wait",
-    "start_lair",
-    "wait_for",
-    "write_recipe",
-]
-_ = (Sequence, signal)
+@pytest.fixture
+def roles(tmp_path: Path) -> Path:
+    """The head/worker role scripts of the 2-node test recipes."""
+    return write_roles(tmp_path / "roles")

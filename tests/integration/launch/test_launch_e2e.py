@@ -15,9 +15,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from roles import role_script, write_roles
+from launch_helpers import assert_clean, lair, run_record, wait_for, write_recipe
+from launch_roles import role_script, write_roles
 
-from conftest import assert_clean, lair, run_record, wait_for, write_recipe
 from lair.testing.nodes import NetnsNodes
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.ssh]
@@ -123,10 +123,8 @@ def test_two_nodes_in_docker_serve_stream_and_stop_clean(
             lambda: "reached" in (out := _docker(n1.docker_host or "", "logs", f"lair-{run_id}-r1")) and out,
             what="the worker's rendezvous",
         )
-        assert (
-            f"worker rank 1 of 2 at {n1.address} reached {n0.address}:29501: hello from rank 0 at {n0.address}"
-            in wlog
-        )
+        reached = f"worker rank 1 of 2 at {n1.address} reached {n0.address}:29501"
+        assert f"{reached}: hello from rank 0 at {n0.address}" in wlog
         assert "worker rank 1" in lair("logs", run_id, "--node", "1", check=True).stdout
         status = json.loads(lair("status", run_id, "--json", check=True).stdout)[0]
         assert status["state"] == "running" and [n["alive"] for n in status["nodes"]] == [True, True]

@@ -4,10 +4,6 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-SEED = ROOT / "examples" / "dsv41-flash-exl3-2x" / "recipe.toml"
-TINY = ROOT / "examples" / "tiny-cpu" / "recipe.toml"
-
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SEED
 
 from lair.plan import Plan, Stage, Target, plan, render_text
 from lair.recipe import load_recipe, load_text
+
+SEED = Path(__file__).resolve().parents[3] / "examples" / "dsv41-flash-exl3-2x" / "recipe.toml"
 
 NODES = [
     Target(name="spark1", address="10.9.0.11", rank=0),

@@ -1,0 +1,175 @@
+"""Fault injection on 2 SSH nodes (native runtime: real processes over SSH). After every fault: no
+process, run folder (env-file) or lease is left, and ``after_stop`` ran on every reachable node."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from launch_helpers import (
+    assert_clean,
+    lair,
+    newest_run,
+    pid_alive,
+    run_ids,
+    run_record,
+    signal_and_wait,
+    start_lair,
+    wait_for,
+    write_recipe,
+)
+from launch_roles import role_script
+
+from lair.testing.nodes import NetnsNodes
+
+pytestmark = [pytest.mark.integration, pytest.mark.ssh]
+
+HEAD = """
+engine = "custom"
+runtime = "native"
+name = "fault test"
+required_nodes = 2
+pipeline_parallel_size = 2
+distributed_backend = "mp"
+cluster = "test-nodes"
+port = 8000
+ready_timeout_s = {ready}
+entrypoint = ["sh", "-c", '{script}']
+before_serve = [{before}]
+after_stop = [{{ run = "touch {markers}/after-stop-$LAIR_NODE_RANK" }}]
+"""
+
+
+def _recipe(tmp_path: Path, markers: Path, *, script: str, before: str = "", ready: float = 60) -> str:
+    text = HEAD.format(ready=ready, script=script, before=before, markers=markers)
+    return write_recipe(tmp_path / "recipe.toml", text)
+
+
+def _serving(roles: Path, tiny_model: Path) -> str:
+    return role_script(sys.executable, str(roles), str(tiny_model))
+
+
+def _after_stop_ran(markers: Path, ranks: tuple[int, ...] = (0, 1)) -> None:
+    assert sorted(p.name for p in markers.glob("after-stop-*")) == [f"after-stop-{r}" for r in ranks]
+
+
+def _pids(markers: Path, prefix: str) -> list[int]:
+    return [int(p.read_text().split()[0]) for p in sorted(markers.glob(f"{prefix}-*"))]
+
+
+def _launch_fails(recipe: str, *args: str) -> tuple[str, str]:
+    home = Path(os.environ["LAIR_HOME"])
+    before = run_ids(home)
+    res = lair("launch", recipe, *args, timeout=180)
+    assert res.returncode == 1, res.stderr
+    run_id = newest_run(home, before)
+    assert run_id is not None
+    return run_id, res.stderr
+
+
+def test_hook_failure_fails_the_launch_and_rolls_back(
+    ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path, roles: Path, tiny_model: Path
+) -> None:
+    before = '{ run = "echo hook-said-no >&2; exit 3", timeout_s = 30 }'
+    recipe = _recipe(tmp_path, markers, script=_serving(roles, tiny_model), before=before)
+    run_id, err = _launch_fails(recipe)
+    assert "hook-said-no" in err and "exit code: 3" in err and "rolling back" in err
+    assert run_record(lair_home, run_id)["state"] == "failed"
+    assert not any(n["started"] for n in run_record(lair_home, run_id)["nodes"])
+    _after_stop_ran(markers)
+    assert_clean(lair_home, run_id)
+
+
+def test_hook_failure_with_warn_goes_on(
+    ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path, roles: Path, tiny_model: Path
+) -> None:
+    before = '{ run = "exit 3", on_failure = "warn" }'
+    recipe = _recipe(tmp_path, markers, script=_serving(roles, tiny_model), before=before)
+    res = lair("launch", recipe, "--detach", timeout=180)
+    assert res.returncode == 0, res.stderr
+    run_id = res.stdout.strip()
+    assert res.stderr.count("on_failure = warn") == 2
+    stop = lair("stop", run_id, timeout=120)
+    assert stop.returncode == 0 and "verified" in stop.stderr, stop.stderr
+    _after_stop_ran(markers)
+    assert_clean(lair_home, run_id)
+
+
+def test_engine_exit_during_start_up_fails_at_once_with_its_log(
+    ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path
+) -> None:
+    script = 'if [ "$LAIR_NODE_RANK" = 1 ]; then echo engine-boom >&2; exit 7; fi; exec sleep 120'
+    run_id, err = _launch_fails(_recipe(tmp_path, markers, script=script, ready=120))
+    assert "process exited during start-up" in err and "engine-boom" in err
+    _after_stop_ran(markers)
+    assert_clean(lair_home, run_id)
+
+
+def test_readiness_timeout(ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path) -> None:
+    run_id, err = _launch_fails(_recipe(tmp_path, markers, script="exec sleep 120", ready=1.5))
+    assert "not ready after 1.5s" in err and "/health" in err
+    _after_stop_ran(markers)
+    assert_clean(lair_home, run_id)
+
+
+def test_unreachable_node(ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path) -> None:
+    dead = ssh_nodes.nodes[0].address.rsplit(".", 1)[0] + ".250"  # on the bridge, nobody there
+    recipe = _recipe(tmp_path, markers, script="exec sleep 120")
+    run_id, err = _launch_fails(recipe, "--nodes", f"{ssh_nodes.nodes[0].address},{dead}")
+    assert f"cannot connect to root@{dead}:22" in err
+    _after_stop_ran(markers, (0,))
+    assert_clean(lair_home, run_id)
+
+
+def _foreground(recipe: str, home: Path) -> tuple[subprocess.Popen[str], str]:
+    before = run_ids(home)
+    proc = start_lair("launch", recipe)
+    run_id = wait_for(lambda: newest_run(home, before), what="the run journal")
+    return proc, run_id
+
+
+STAGES = ["before_serve", "ready", "serving"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("stage", STAGES)
+def test_signal_during_stage_stops_cleanly(
+    stage: str, sig: int, ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path,
+    roles: Path, tiny_model: Path,
+) -> None:  # fmt: skip
+    script = _serving(roles, tiny_model)
+    before = ""
+    if stage == "before_serve":
+        before = f'{{ run = "echo $$ > {markers}/busy-$LAIR_NODE_RANK; exec sleep 120" }}'
+    if stage == "ready":
+        script = f"echo $$ > {markers}/busy-$LAIR_NODE_RANK; exec sleep 120"
+    proc, run_id = _foreground(_recipe(tmp_path, markers, script=script, before=before), lair_home)
+    if stage == "serving":
+        wait_for(lambda: run_record(lair_home, run_id)["state"] == "running", what="running")
+    else:
+        wait_for(lambda: len(list(markers.glob("busy-*"))) == 2, what=f"both nodes in {stage}")
+    busy = _pids(markers, "busy")
+    rc, err = signal_and_wait(proc, sig)
+    assert rc == (0 if stage == "serving" else 130), err
+    assert f"{signal.Signals(sig).name}: stopping" in err
+    assert run_record(lair_home, run_id)["state"] == ("stopped" if stage == "serving" else "failed")
+    assert not [p for p in busy if pid_alive(p)]
+    _after_stop_ran(markers)
+    assert_clean(lair_home, run_id)
+
+
+def test_stop_from_another_shell(
+    ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path, roles: Path, tiny_model: Path
+) -> None:
+    proc, run_id = _foreground(_recipe(tmp_path, markers, script=_serving(roles, tiny_model)), lair_home)
+    wait_for(lambda: run_record(lair_home, run_id)["state"] == "running", what="running")
+    stop = lair("stop", run_id, timeout=120)
+    assert stop.returncode == 0 and "verified" in stop.stderr, stop.stderr
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "SIGTERM: stopping" in err
+    _after_stop_ran(markers)
+    assert_clean(lair_home, run_id)
