@@ -1,0 +1,138 @@
+"""On this machine, through the real ``lair`` command: the bundled tiny-cpu example (native) and a
+one-node Docker recipe whose model comes from a Hugging Face hub layout staged per file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+from launch_helpers import assert_clean, lair, run_record, write_recipe
+
+pytestmark = [pytest.mark.integration]
+
+ROOT = Path(__file__).resolve().parents[3]
+TINY = ROOT / "examples" / "tiny-cpu" / "recipe.toml"
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _get(url: str) -> dict[str, object]:
+    with OPENER.open(url, timeout=10) as resp:
+        data: dict[str, object] = json.loads(resp.read())
+        return data
+
+
+def test_tiny_cpu_example_detach_status_logs_stop(lair_home: Path) -> None:
+    res = lair("launch", str(TINY), "--detach", "--json", timeout=120)
+    assert res.returncode == 0, res.stderr
+    run = json.loads(res.stdout)
+    run_id = run["run_id"]
+    try:
+        assert run["endpoint"] == "http://127.0.0.1:8091/v1" and run["state"] == "running"
+        models = _get("http://127.0.0.1:8091/v1/models")
+        assert models["data"][0]["id"] == "tiny"  # type: ignore[index]
+        status = json.loads(lair("status", run_id, "--json", check=True).stdout)
+        assert status[0]["state"] == "running" and status[0]["nodes"][0]["alive"] is True
+        assert "listening" in lair("logs", run_id, check=True).stdout
+        pid = run_record(lair_home, run_id)["nodes"][0]["pid"]
+        env_file = Path(f"/tmp/lair-{run_id}-r0/env")
+        assert oct(env_file.stat().st_mode & 0o777) == "0o600"
+        assert pid and Path(f"/proc/{pid}").exists()
+    finally:
+        stop = lair("stop", run_id, timeout=60)
+    assert stop.returncode == 0 and "verified" in stop.stderr
+    assert_clean(lair_home, run_id)
+
+
+HUB_RECIPE = """
+engine = "custom"
+docker_image = "{image}"
+name = "hub-staged model in docker"
+port = {port}
+host = "127.0.0.1"
+ready_timeout_s = 60
+memory_limit = "512m"
+entrypoint = ["sh", "-c", '{script}']
+
+[[extra_mounts]]
+host = "{repo}"
+container = "/model"
+read_only = true
+"""
+SERVE = (
+    "test -f /model/sub/tiny-llama.gguf && test ! -L /model/sub/tiny-llama.gguf && "
+    "exec python3 -m lair.engines.xllamacpp_server --model /model/sub/tiny-llama.gguf --host 127.0.0.1 "
+    "--port $LAIR_ENGINE_PORT"
+)
+
+
+def _hub_repo(root: Path, gguf: Path) -> Path:
+    repo = root / "hub" / "models--lair--tiny"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    snap = repo / "snapshots" / "abc123" / "sub"
+    snap.mkdir(parents=True)
+    shutil.copyfile(gguf, repo / "blobs" / "sha256-gguf")
+    (snap / "tiny-llama.gguf").symlink_to("../../../blobs/sha256-gguf")
+    return repo
+
+
+def _containers(run_id: str) -> str:
+    return subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=lair.run={run_id}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_docker_hub_staging_serves_regular_files(
+    engine_image: str, tiny_model: Path, lair_home: Path, tmp_path: Path
+) -> None:
+    port = _free_port()
+    repo = _hub_repo(tmp_path, tiny_model)
+    text = HUB_RECIPE.format(image=engine_image, port=port, script=SERVE, repo=repo)
+    recipe = write_recipe(tmp_path / "recipe.toml", text)
+    res = lair("launch", recipe, "--detach", timeout=120)
+    assert res.returncode == 0, res.stderr
+    run_id = res.stdout.strip()
+    try:
+        assert _get(f"http://127.0.0.1:{port}/v1/models")["data"]
+        inspect = subprocess.run(["docker", "inspect", f"lair-{run_id}-r0"], capture_output=True, text=True)
+        mounts = json.loads(inspect.stdout)[0]["Mounts"]
+        assert [(m["Source"], m["Destination"], m["RW"]) for m in mounts] == [
+            (str(repo / "blobs" / "sha256-gguf"), "/model/sub/tiny-llama.gguf", False)
+        ]
+    finally:
+        stop = lair("stop", run_id, timeout=60)
+    assert stop.returncode == 0, stop.stderr
+    assert _containers(run_id) == ""
+    assert_clean(lair_home, run_id)
+
+
+def test_docker_engine_exit_fails_with_its_log_and_removes_the_container(
+    engine_image: str, lair_home: Path, tmp_path: Path
+) -> None:
+    text = HUB_RECIPE.split("[[extra_mounts]]")[0].format(
+        image=engine_image, port=_free_port(), script="echo container-boom >&2; exit 5", repo=""
+    )
+    before = set(os.listdir(lair_home / "runs")) if (lair_home / "runs").exists() else set()
+    res = lair("launch", write_recipe(tmp_path / "r.toml", text), timeout=120)
+    assert res.returncode == 1
+    assert "container exited with code 5 during start-up" in res.stderr and "container-boom" in res.stderr
+    (run_id,) = set(os.listdir(lair_home / "runs")) - before
+    assert _containers(run_id) == "" and run_record(lair_home, run_id)["state"] == "failed"
+    assert_clean(lair_home, run_id)
