@@ -179,6 +179,8 @@ class SshRunner(Runner):
     async def _exec(
         self, script: str, *, env: Mapping[str, str] | None, stdin: bytes | None, timeout: float | None
     ) -> tuple[int, bytes, bytes]:
+        import asyncssh
+
         conn = await self.connection()
         async with self._sessions:
             proc = await self._open(conn, script, env)
@@ -188,6 +190,8 @@ class SshRunner(Runner):
             except (TimeoutError, asyncio.CancelledError):
                 await self._kill_group(conn, pgid)
                 raise
+            except (OSError, asyncssh.Error) as exc:  # connection lost mid-command
+                raise RunnerError(f"SSH connection lost: {exc}", host=self.host) from exc
             finally:
                 proc.close()
 
