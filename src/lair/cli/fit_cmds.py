@@ -102,12 +102,20 @@ def _recipe_and_facts(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _recipe_model_path(recipe: Any) -> str | None:
-    """The recipe's model as a local path, placeholders filled from their defaults (None if not local)."""
+    """The recipe's model as a local path (placeholders filled from their defaults), or a Hugging Face
+    repo id found in the local cache; None otherwise."""
+    from lair.fit import find_in_hf_cache
+
     text = str(recipe.model or "")
     for name, ph in (recipe.placeholders or {}).items():
         if ph.default is not None:
             text = text.replace("{" + name + "}", str(ph.default))
-    return text if text and "{" not in text and Path(text).exists() else None
+    if not text or "{" in text:
+        return None
+    if Path(text).exists():
+        return text
+    cached = find_in_hf_cache(text)
+    return str(cached) if cached else None
 
 
 def _layout(args: argparse.Namespace, recipe: Any) -> Any:

@@ -14,7 +14,13 @@ Nothing here imports heavy packages at import time (GGUF reading imports ``gguf`
 from lair.fit.catalog import Device, device_ids, find_device, load_catalog
 from lair.fit.fit import FitResult, Hardware, Layout, Runtime, fit, runtime_overhead_bytes
 from lair.fit.kv import KvLayout, kv_layer_bytes
-from lair.fit.model_facts import ModelFacts, facts_from_config, read_model_facts, resolve_model_path
+from lair.fit.model_facts import (
+    ModelFacts,
+    facts_from_config,
+    find_in_hf_cache,
+    read_model_facts,
+    resolve_model_path,
+)
 from lair.fit.rating import Measured, RowRating, rate_row
 from lair.fit.recipe_layout import layout_from_recipe
 from lair.fit.roofline import DecodeBound, PrefillBound, decode_bound, matmul_params, prefill_bound
@@ -35,6 +41,7 @@ __all__ = [
     "device_ids",
     "facts_from_config",
     "find_device",
+    "find_in_hf_cache",
     "fit",
     "kv_layer_bytes",
     "layout_from_recipe",

@@ -22,7 +22,7 @@ from typing import Any
 from lair.errors import FitError
 from lair.fit._quant import WeightFormat, weight_format
 
-__all__ = ["ModelFacts", "facts_from_config", "read_model_facts", "resolve_model_path"]
+__all__ = ["ModelFacts", "facts_from_config", "find_in_hf_cache", "read_model_facts", "resolve_model_path"]
 
 
 @dataclass(frozen=True)
@@ -382,6 +382,19 @@ def resolve_model_path(path: str | Path) -> Path:
             raise FitError(f"{p}: Hugging Face cache entry has no snapshot")
         return revs[-1]
     return p
+
+
+def find_in_hf_cache(repo_id: str) -> Path | None:
+    """The local Hugging Face cache entry of ``org/name`` (``$HF_HUB_CACHE``, ``$HF_HOME/hub`` or
+    ``~/.cache/huggingface/hub``), or None. Offline: only looks at the disk."""
+    import os
+
+    if repo_id.count("/") != 1 or repo_id.startswith(("/", ".", "~")):
+        return None
+    home = os.environ.get("HF_HOME") or str(Path("~/.cache/huggingface").expanduser())
+    hub = Path(os.environ.get("HF_HUB_CACHE") or Path(home) / "hub")
+    entry = hub / ("models--" + repo_id.replace("/", "--"))
+    return entry if (entry / "snapshots").is_dir() else None
 
 
 def read_model_facts(path: str | Path) -> ModelFacts:

@@ -156,3 +156,31 @@ def test_cli_module_imports_nothing_heavy() -> None:
     code = f"import sys, lair.cli.fit_cmds; print(sorted(m for m in {heavy} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_recipe_rows_rated_and_hf_cache_model(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recipe naming a Hugging Face repo finds it in the local cache; its speed rows are rated."""
+    entry = tmp_path / "hub" / "models--meta-llama--Llama-3.1-8B"
+    snap = entry / "snapshots" / "rev1"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text(json.dumps(LLAMA_3_1_8B))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(
+        'engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.11.0"\nmodel = "meta-llama/Llama-3.1-8B"\n'
+        'args = ["--max-model-len", "8192"]\n\n[meta.hardware]\ngpu_model = "H200"\ngpu_count = 1\n\n'
+        "[[meta.performance]]\ncontext = 1024\ndecode_tok_s = 180.0\nprefill_tok_s = 20000.0\n\n"
+        "[[meta.performance]]\ncontext = 1024\ndecode_tok_s = 400.0\n"
+    )
+    rc, out = _run(capsys, str(recipe), "--json")
+    assert rc == 0
+    assert out["model"] == "meta-llama/Llama-3.1-8B"
+    assert out["context"] == 8192
+    ok, bad = out["measured"]
+    # ceiling at 1024 tokens on an H200: 316.96 tok/s (see test_fit_architectures)
+    assert (ok["decode_pct"], ok["implausible"]) == (56.8, False)
+    assert (bad["decode_pct"], bad["implausible"]) == (126.2, True)
+    rc, text = _run(capsys, str(recipe))
+    assert "IMPLAUSIBLE (decode 400.0 tok/s > ceiling 317.0)" in text
