@@ -157,6 +157,14 @@ _KV_BYTES = {
 def kv_bytes_per_element(dtype: str | None) -> float:
     """Bytes one KV-cache element takes for an engine's cache type name ("auto" = 16-bit)."""
     key = (dtype or "auto").lower()
-    if key not in _KV_BYTES:
-        raise FitError(f"unknown KV cache dtype {dtype!r}", hint="known: " + ", ".join(_KV_BYTES))
-    return _KV_BYTES[key]
+    if key in _KV_BYTES:
+        return _KV_BYTES[key]
+    for prefix, size in (
+        ("fp8", 1.0),
+        ("int8", 1.0),
+        ("nvfp4", _KV_BYTES["nvfp4"]),
+        ("fp4", _KV_BYTES["fp4"]),
+    ):
+        if key.startswith(prefix):  # engine-specific variants (fp8_inc, fp8_e4m3fn, ...)
+            return size
+    raise FitError(f"unknown KV cache dtype {dtype!r}", hint="known: " + ", ".join(_KV_BYTES))

@@ -222,6 +222,11 @@ def _decide(r: FitResult, hw: Hardware, lay: Layout) -> None:
     r.reasons.append(
         f"KV for {r.concurrency} x {r.context:,} tokens needs {_gib(r.kv_needed_bytes_per_gpu)} per GPU"
     )
+    if r.model_max_context and r.context > r.model_max_context:
+        r.reasons.append(
+            f"note: {r.context:,} tokens is above the model's own limit of {r.model_max_context:,} "
+            "(engines refuse it without rope scaling)"
+        )
     shortfall = r.kv_needed_bytes_per_gpu - r.kv_budget_bytes_per_gpu
     if shortfall <= 0:
         r.verdict = OFFLOAD if lay.cpu_offload_bytes > 0 else FITS

@@ -71,7 +71,7 @@ def _lookup(recipe: Any, key: str, field: str | None) -> str | None:
 
 
 def _spec_tokens(recipe: Any) -> int:
-    argv = [*(getattr(recipe, "args", None) or [])]
+    argv = [*(getattr(recipe, "entrypoint", None) or []), *(getattr(recipe, "args", None) or [])]
     cfg = arg_value(argv, ("--speculative-config", "--speculative_config"))
     if cfg:
         try:

@@ -135,3 +135,20 @@ def test_layout_from_fields_args_and_env() -> None:
     )
     assert (env.gpu_memory_utilization, env.max_model_len) == (0.92, 1_048_576)
     assert layout_from_recipe(_recipe(env={"MAX_MODEL_LEN": "{ctx}"})).max_model_len is None
+
+
+def test_context_above_the_model_limit_is_noted() -> None:
+    r = fit(facts_from_config(LLAMA_3_1_8B), Hardware(find_device("H200")), Layout(), context=262_144)
+    assert any("above the model's own limit of 131,072" in reason for reason in r.reasons)
+
+
+def test_kv_dtype_names() -> None:
+    from lair.errors import FitError
+    from lair.fit.kv import kv_layer_bytes
+
+    f = facts_from_config(LLAMA_3_1_8B)
+    # 2 x 8 heads x 128 x b per layer
+    assert kv_layer_bytes(f, "fp8_inc") == 2048  # engine-specific fp8 variants are 1 byte
+    assert kv_layer_bytes(f, "q4_0") == 2 * 8 * 128 * 18 / 32
+    with pytest.raises(FitError, match="unknown KV cache dtype"):
+        kv_layer_bytes(f, "zip")
