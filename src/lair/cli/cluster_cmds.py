@@ -136,14 +136,17 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:
-    from lair.inventory import load_inventory, reclaim, status
+    from dataclasses import asdict
+
+    from lair.inventory import ADHOC, leases, load_inventory, reclaim, status
 
     inv = load_inventory()
     freed = reclaim()
     names = [inv.get(args.cluster).name] if args.cluster else sorted(inv.clusters)
     table = {name: [s.as_dict() for s in status(name, inventory=inv)] for name in names}
+    adhoc = [] if args.cluster else [asdict(lease) for lease in leases(ADHOC).values()]
     if args.json:
-        dump_json({"clusters": table, "reclaimed": [lease.run_id for lease in freed]})
+        dump_json({"clusters": table, "adhoc": adhoc, "reclaimed": [lease.run_id for lease in freed]})
         return 0
     for lease in freed:
         err(f"reclaimed {lease.node} from dead run {lease.run_id}")
@@ -152,6 +155,10 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         for r in rows:
             who = f"held by {r['lease']['run_id']}" if r["lease"] else "free"
             print(f"  rank {r['rank']:<3} {r['name']:<16} {r['address']:<16} {who}")
+    if adhoc:
+        print("ad-hoc (--nodes):")
+        for a in adhoc:
+            print(f"  {a['key']:<26} {'':<16} held by {a['run_id']}")
     return 0
 
 

@@ -26,7 +26,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lair.inventory import Cluster
 
 __all__ = ["HOST_CAPABILITIES", "NetnsNodes", "TestNode", "free_subnet"]
 
@@ -123,6 +126,7 @@ class NetnsNodes:
         self.dockerd = dockerd
         self.nodes: list[TestNode] = []
         self.cluster_name: str | None = None  # set by write_cluster
+        self._daemons: list[subprocess.Popen[bytes]] = []  # dockerd children, reaped in down()
 
     # -- paths ---------------------------------------------------------------------------------
     @property
@@ -175,6 +179,13 @@ class NetnsNodes:
         while _run(*self._forward_rule("-D"), check=False).returncode == 0:
             pass
         self._unmount_docker_dirs()
+        for proc in self._daemons:  # reap them (their pidfiles were killed above)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._daemons = []
         shutil.rmtree(self.base, ignore_errors=True)
         self.nodes = []
 
@@ -203,12 +214,17 @@ class NetnsNodes:
             ],
         }
 
+    def cluster(self, name: str = "test-nodes") -> Cluster:
+        """These nodes as an inventory cluster (nodes bound to its SSH settings), without any file."""
+        from lair.inventory import parse_inventory
+
+        return parse_inventory({"clusters": {name: self.cluster_fields()}}, "test nodes").get(name)
+
     def write_cluster(self, name: str, clusters_file: Path | None = None) -> None:
         """Write (or replace) ``[clusters.NAME]`` in lair's clusters file (default: the current one)."""
-        from lair.inventory import add_cluster, parse_inventory
+        from lair.inventory import add_cluster
 
-        cluster = parse_inventory({"clusters": {name: self.cluster_fields()}}, "test nodes").get(name)
-        add_cluster(name, cluster, replace=True, path=clusters_file)
+        add_cluster(name, self.cluster(name), replace=True, path=clusters_file)
         self.cluster_name = name
 
     def ssh_argv(self, node: TestNode, *command: str) -> list[str]:
@@ -270,13 +286,14 @@ class NetnsNodes:
     def _start_dockerd(self, node: TestNode) -> None:
         # nsenter --net (not `ip netns exec`, which remounts /sys and hides the cgroup mounts)
         log = (node.dir / "dockerd.log").open("wb")
-        subprocess.Popen(
+        proc = subprocess.Popen(
             ["nsenter", f"--net={node.netns}", "dockerd", "--host", str(node.docker_host),
              "--data-root", f"/var/lib/{node.name}-docker", "--exec-root", f"/run/{node.name}-docker",
              "--pidfile", str(node.dir / "dockerd.pid"), "--bridge", "none",
              "--iptables=false", "--ip-masq=false"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
+        self._daemons.append(proc)
         log.close()
 
     def _start_sshd(self, node: TestNode) -> None:

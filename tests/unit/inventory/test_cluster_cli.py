@@ -57,8 +57,11 @@ def test_add_list_show_nodes_remove(home: Path, capsys: pytest.CaptureFixture[st
     rows = json.loads(out)["clusters"]["lab"]
     assert [(r["name"], r["state"]) for r in rows] == [("n1", "held"), ("n2", "free")]
     assert rows[0]["lease"]["run_id"] == "run-7"
+    acquire(None, run_id="run-8", hosts=["192.0.2.9"])
+    rc, out, _ = run(capsys, "nodes", "--json")
+    assert [(a["key"], a["run_id"]) for a in json.loads(out)["adhoc"]] == [("192.0.2.9", "run-8")]
     rc, out, _ = run(capsys, "nodes")
-    assert "held by run-7" in out and "free" in out
+    assert "held by run-7" in out and "free" in out and "192.0.2.9" in out
     assert run(capsys, "cluster", "remove", "lab")[0] == 0
     assert json.loads(run(capsys, "cluster", "list", "--json")[1]) == []
 
