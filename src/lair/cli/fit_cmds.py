@@ -29,6 +29,7 @@ def register(sub: Any) -> None:
     p.add_argument("--concurrency", type=int, default=1, metavar="C", help="sequences at once (default 1)")
     p.add_argument("--tp", type=int, help="tensor parallel size (default: the recipe's)")
     p.add_argument("--pp", type=int, help="pipeline parallel size")
+    p.add_argument("--dp", type=int, help="data parallel replicas")
     p.add_argument("--dcp", type=int, help="decode context parallel size (splits KV tokens over TP GPUs)")
     p.add_argument("--gpu-memory-utilization", type=float, metavar="F", help="memory fraction (default 0.9)")
     p.add_argument(
@@ -51,7 +52,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     recipe, facts = _recipe_and_facts(args)
     layout = _layout(args, recipe)
-    hw = _hardware(args, recipe, layout.gpus)
+    hw = _hardware(args, recipe, layout.gpus * layout.dp)
     rows = [_measured(r) for r in (recipe.meta.performance if recipe is not None else [])]
     out = fit_summary(
         facts,
@@ -128,6 +129,7 @@ def _layout(args: argparse.Namespace, recipe: Any) -> Any:
     given = {
         "tp": args.tp,
         "pp": args.pp,
+        "dp": args.dp,
         "dcp": args.dcp,
         "gpu_memory_utilization": args.gpu_memory_utilization,
         "kv_cache_dtype": args.kv_cache_dtype,

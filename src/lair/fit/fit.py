@@ -52,16 +52,20 @@ class Layout:
 
     tp: int = 1
     pp: int = 1
+    dp: int = 1  # data-parallel replicas (each holds the whole model over tp x pp GPUs)
     dcp: int = 1
     gpu_memory_utilization: float = 0.9
     kv_cache_dtype: str | None = None  # None / "auto" = the model's own (16-bit unless the checkpoint says)
     sliding_kv_cache_dtype: str | None = None
     max_model_len: int | None = None
-    cpu_offload_bytes: int = 0  # weights the recipe itself keeps in host RAM (all GPUs together)
+    cpu_offload_bytes: int = (
+        0  # weights the recipe itself keeps in host RAM, per GPU (vLLM's --cpu-offload-gb)
+    )
     spec_tokens: int = 0  # speculative tokens per step (a step can emit up to spec_tokens + 1)
 
     @property
     def gpus(self) -> int:
+        """GPUs of one replica (the model is split over these)."""
         return self.tp * self.pp
 
 
@@ -157,7 +161,7 @@ def fit(
     res = FitResult(
         model=facts.name,
         device=hw.device.name,
-        gpus_needed=lay.gpus,
+        gpus_needed=lay.gpus * lay.dp,
         gpus_available=hw.gpus,
         budget_bytes_per_gpu=int(lay.gpu_memory_utilization * hw.gpu_memory_bytes),
         weights_bytes_per_gpu=0,
@@ -173,17 +177,17 @@ def fit(
         concurrency=concurrency,
         kv_needed_bytes_per_gpu=int(kv.sequence_bytes(ctx) * concurrency),
         max_concurrency_at_context=0,
-        offload_bytes=lay.cpu_offload_bytes,
-        host_ram_needed_bytes=lay.cpu_offload_bytes,
+        offload_bytes=lay.cpu_offload_bytes * lay.gpus * lay.dp,
+        host_ram_needed_bytes=lay.cpu_offload_bytes * lay.gpus * lay.dp,
         disk_needed_bytes=facts.weight_bytes,
         verdict=FITS,
     )
-    weights = math.ceil((facts.weight_bytes - lay.cpu_offload_bytes) / lay.gpus)
+    weights = math.ceil(facts.weight_bytes / lay.gpus) - lay.cpu_offload_bytes
     _fill_kv(res, kv, weights)
     _decide(res, hw, lay)
-    moved = res.offload_bytes - lay.cpu_offload_bytes
-    if moved > 0:
-        _fill_kv(res, kv, weights - moved // lay.gpus)
+    moved_per_gpu = (res.offload_bytes // res.gpus_needed) - lay.cpu_offload_bytes
+    if moved_per_gpu > 0:
+        _fill_kv(res, kv, weights - moved_per_gpu)
     return res
 
 
@@ -211,7 +215,8 @@ def _decide(r: FitResult, hw: Hardware, lay: Layout) -> None:
     if hw.gpus < r.gpus_needed:
         r.verdict = NO_FIT
         r.reasons.append(
-            f"needs {r.gpus_needed} GPUs (tp {lay.tp} x pp {lay.pp}); the hardware has {hw.gpus}"
+            f"needs {r.gpus_needed} GPUs (tp {lay.tp} x pp {lay.pp} x dp {lay.dp}); "
+            f"the hardware has {hw.gpus}"
         )
         return
     r.reasons.append(
@@ -231,7 +236,7 @@ def _decide(r: FitResult, hw: Hardware, lay: Layout) -> None:
     if shortfall <= 0:
         r.verdict = OFFLOAD if lay.cpu_offload_bytes > 0 else FITS
         if lay.cpu_offload_bytes:
-            r.reasons.append(f"the recipe keeps {_gib(lay.cpu_offload_bytes)} of weights in host RAM")
+            r.reasons.append(f"the recipe keeps {_gib(r.offload_bytes)} of weights in host RAM")
         _check_host_ram(r, hw)
         return
     _offload(r, hw, shortfall)

@@ -20,6 +20,7 @@ __all__ = ["arg_value", "layout_from_recipe"]
 _ARGS = {
     "tp": ("--tensor-parallel-size", "-tp", "--tp-size", "--tp"),
     "pp": ("--pipeline-parallel-size", "-pp", "--pp-size"),
+    "dp": ("--data-parallel-size", "-dp", "--dp-size"),
     "dcp": ("--decode-context-parallel-size", "-dcp"),
     "util": ("--gpu-memory-utilization", "--mem-fraction-static"),
     "kv": ("--kv-cache-dtype", "--cache-type-k", "-ctk"),
@@ -30,6 +31,7 @@ _ARGS = {
 _ENV = {
     "tp": "TENSOR_PARALLEL_SIZE",
     "pp": "PIPELINE_PARALLEL_SIZE",
+    "dp": "DATA_PARALLEL_SIZE",
     "util": "GPU_MEMORY_UTILIZATION",
     "kv": "KV_CACHE_DTYPE",
     "len": "MAX_MODEL_LEN",
@@ -61,7 +63,7 @@ def _num(text: str | None) -> float | None:
 
 def _lookup(recipe: Any, key: str, field: str | None) -> str | None:
     value = getattr(recipe, field, None) if field else None
-    if value not in (None, "", 1) or (value == 1 and key not in ("tp", "pp")):
+    if value not in (None, "", 1) or (value == 1 and key not in ("tp", "pp", "dp")):
         return str(value)
     argv = [*(getattr(recipe, "entrypoint", None) or []), *(getattr(recipe, "args", None) or [])]
     got = arg_value(argv, _ARGS[key])
@@ -89,6 +91,7 @@ def layout_from_recipe(recipe: Any) -> Layout:
     return Layout(
         tp=int(_num(_lookup(recipe, "tp", "tensor_parallel_size")) or 1),
         pp=int(_num(_lookup(recipe, "pp", "pipeline_parallel_size")) or 1),
+        dp=int(_num(_lookup(recipe, "dp", "data_parallel_size")) or 1),
         dcp=int(_num(_lookup(recipe, "dcp", None)) or 1),
         gpu_memory_utilization=util if util else 0.9,
         kv_cache_dtype=kv if kv and "{" not in kv else None,

@@ -33,7 +33,7 @@ def test_unified_memory_cannot_offload() -> None:
 def test_too_few_gpus() -> None:
     r = fit(facts_from_config(LLAMA_3_1_8B), Hardware(find_device("L40S"), 1), Layout(tp=2))
     assert r.verdict == "does-not-fit"
-    assert r.reasons == ["needs 2 GPUs (tp 2 x pp 1); the hardware has 1"]
+    assert r.reasons == ["needs 2 GPUs (tp 2 x pp 1 x dp 1); the hardware has 1"]
 
 
 def test_kv_not_fitting_is_not_an_offload_when_weights_cannot_make_room() -> None:
@@ -46,11 +46,13 @@ def test_kv_not_fitting_is_not_an_offload_when_weights_cannot_make_room() -> Non
 
 def test_recipe_offload_is_reported() -> None:
     f = facts_from_config(LLAMA_3_1_8B)
-    lay = Layout(cpu_offload_bytes=4 * GIB)
-    r = fit(f, Hardware(find_device("RTX 4090"), host_ram_bytes=64 * GIB), lay, context=8192)
+    lay = Layout(tp=2, cpu_offload_bytes=4 * GIB)  # vLLM --cpu-offload-gb 4: per GPU
+    r = fit(f, Hardware(find_device("RTX 4090"), 2, host_ram_bytes=64 * GIB), lay, context=8192)
     assert r.verdict == "fits-with-offload"
-    assert r.weights_bytes_per_gpu == 16_060_522_496 - 4 * GIB
-    assert r.host_ram_needed_bytes == 4 * GIB
+    assert r.weights_bytes_per_gpu == 16_060_522_496 // 2 - 4 * GIB
+    assert r.host_ram_needed_bytes == 2 * 4 * GIB
+    replicas = fit(f, Hardware(find_device("RTX 4090"), 2), Layout(dp=2), context=8192)
+    assert (replicas.gpus_needed, replicas.weights_bytes_per_gpu) == (2, 16_060_522_496)
 
 
 def test_speculative_tokens_raise_the_per_stream_ceiling() -> None:
