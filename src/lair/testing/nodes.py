@@ -79,7 +79,10 @@ class TestNode:
 
 
 def _run(*argv: str, check: bool = True, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, check=check, capture_output=True, text=True, **kw)
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, **kw)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
+    return done
 
 
 def _base36(n: int) -> str:
@@ -156,6 +159,11 @@ class NetnsNodes:
 
     def up(self) -> NetnsNodes:
         """Create the bridge, the namespaces and their sshd (and dockerd); wait until they answer."""
+        if os.geteuid() != 0:
+            raise RuntimeError("SSH test nodes need root (network namespaces, veths, sshd on port 22)")
+        missing = [t for t in (SSHD, "ip", "nsenter", "unshare", "iptables") if not shutil.which(t)]
+        if missing or (self.dockerd and not shutil.which("dockerd")):
+            raise RuntimeError(f"SSH test nodes need {missing or ['dockerd']}: run scripts/host-setup.sh")
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         self.base.mkdir(parents=True, exist_ok=True)
         self._client_key()
