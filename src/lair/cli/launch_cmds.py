@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from lair.cli._common import dump_json, err
@@ -34,6 +35,12 @@ def register(sub: Any) -> None:
     _nodes_arg(p)
     p.add_argument("--detach", "-d", action="store_true", help="return once ready; stop with `lair stop`")
     p.add_argument("--json", action="store_true", help="print the run (id, endpoint, state) as JSON")
+    p.add_argument("--bench", action="store_true", help="once ready, benchmark it (lair bench), then stop")
+    p.add_argument("--bench-contexts", default="2048", metavar="N,N", help="prompt sizes in tokens")
+    p.add_argument("--bench-concurrency", default="1", metavar="N,N", help="streams sent together")
+    p.add_argument("--bench-decode-tokens", type=int, default=128, metavar="N", help="output length")
+    p.add_argument("--bench-repeat", type=int, default=3, metavar="N", help="repeats per cell")
+    p.add_argument("--bench-tokenizer", metavar="PATH", help="local tokenizer.json for exact prompt sizing")
     p.set_defaults(handler=cmd_launch)
 
     p = sub.add_parser("status", help="runs from the journal, with a live check of their processes")
@@ -83,10 +90,56 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace, out: dict[str, Any]) -> Any:
+    """The ``on_ready`` callback of ``--bench``: lair bench on the run's endpoint."""
+
+    def ints(text: str) -> list[int]:
+        return [int(x) for x in text.split(",") if x.strip()]
+
+    def run(res: Any) -> None:
+        from lair.bench import BenchOptions, run_bench
+
+        opts = BenchOptions(
+            contexts=ints(args.bench_contexts),
+            concurrency=ints(args.bench_concurrency),
+            decode_tokens=args.bench_decode_tokens,
+            repeat=args.bench_repeat,
+            tokenizer=Path(args.bench_tokenizer) if args.bench_tokenizer else None,
+            progress=err,
+        )
+        out["result"] = run_bench(res.endpoint.removesuffix("/v1"), opts)
+
+    return run
+
+
+def _print_bench(result: Any) -> None:
+    from lair.report.render import COLUMNS
+
+    print(" | ".join(t for _, t in COLUMNS))
+    for cell in result.cells:
+        d = cell.as_dict()
+        print(
+            " | ".join(
+                "-" if d.get(k) is None else f"{d[k]:,.1f}" if isinstance(d[k], float) else str(d[k])
+                for k, _ in COLUMNS
+            )
+        )
+
+
 def cmd_launch(args: argparse.Namespace) -> int:
     from lair.launch import launch
 
-    res = launch(_request(args), detach=args.detach, progress=err)
+    if args.bench and args.detach:
+        err("error: --bench runs in the foreground (it stops the run when done); drop --detach")
+        return 2
+    bench: dict[str, Any] = {}
+    on_ready = _bench(args, bench) if args.bench else None
+    res = launch(_request(args), detach=args.detach, progress=err, on_ready=on_ready)
+    if args.bench and "result" in bench:
+        if args.json:
+            dump_json({"run_id": res.run_id, "state": res.state, "bench": bench["result"].as_dict()})
+            return 0
+        _print_bench(bench["result"])
     if args.json:
         dump_json(
             {"run_id": res.run_id, "endpoint": res.endpoint, "state": res.state, "ready_s": res.ready_s}

@@ -7,6 +7,7 @@ import shlex
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lair.errors import LaunchError
@@ -61,6 +62,8 @@ class NodeExec:
             await upload(self.runner, s)
         elif s.kind == "env_file":
             assert s.path
+            if self.node.local:  # over SSH, put_file creates the folder under umask 077
+                Path(s.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             text = env_file_text(self.plan.env_values(self.node), self.plan.run.runtime)
             await self.runner.put_file(s.path, text, mode=0o600)
         elif s.kind == "exec" and s.stage.value in ("before_serve", "after_stop"):

@@ -10,7 +10,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -176,7 +176,10 @@ async def _serve(s: Session, sig: _Signals) -> str:
     return "signal"
 
 
-async def _main(s: Session, detach: bool) -> LaunchResult:
+OnReady = Callable[["LaunchResult"], None]
+
+
+async def _main(s: Session, detach: bool, on_ready: OnReady | None = None) -> LaunchResult:
     task = asyncio.current_task()
     assert task is not None
     sig = _Signals(s, task)
@@ -189,9 +192,15 @@ async def _main(s: Session, detach: bool) -> LaunchResult:
                 task.uncancel()
             await _fail(s, exc)
         s.save("running")
+        result.state = "running"
         if detach:
             return await _detach(s, result)
-        ended = await _serve(s, sig)
+        try:
+            ended = await (_work(s, on_ready, result) if on_ready else _serve(s, sig))
+        except Exception:
+            s.say("stopping after an error")
+            await teardown(s, failed=True)
+            raise
         problems = await teardown(s, failed=ended == "exited")
         result.state = s.record.state
         if ended == "exited":
@@ -200,6 +209,16 @@ async def _main(s: Session, detach: bool) -> LaunchResult:
         return result
     finally:
         sig.remove()
+
+
+async def _work(s: Session, on_ready: OnReady, result: LaunchResult) -> str:
+    """Run ``on_ready`` (e.g. a benchmark) against the ready run, then stop it."""
+    try:
+        await asyncio.to_thread(on_ready, result)
+    except asyncio.CancelledError:
+        asyncio.current_task().uncancel()  # type: ignore[union-attr]
+        return "signal"
+    return "done"
 
 
 async def _fail(s: Session, exc: BaseException) -> None:
@@ -235,8 +254,15 @@ async def _detach(s: Session, result: LaunchResult) -> LaunchResult:
     return result
 
 
-def launch(req: Request, *, detach: bool = False, progress: Progress = lambda _m: None) -> LaunchResult:
-    """Launch a recipe; returns when it is ready (detached) or once it stopped (foreground)."""
+def launch(
+    req: Request,
+    *,
+    detach: bool = False,
+    progress: Progress = lambda _m: None,
+    on_ready: OnReady | None = None,
+) -> LaunchResult:
+    """Launch a recipe; returns when it is ready (detached) or once it stopped (foreground, or after
+    ``on_ready(result)`` returned: it runs in a thread while the run serves, then the run stops)."""
     from lair.launch.resolve import prepare
 
     prep = prepare(req, lease=True)
@@ -258,6 +284,6 @@ def launch(req: Request, *, detach: bool = False, progress: Progress = lambda _m
     journal.create(p.model_dump_json(indent=2), record)
     session = Session(p, record, journal, prep.nodes, progress)
     session.say(f"run {p.run.run_id} on {', '.join(f'{n.name} ({n.address})' for n in p.nodes)}")
-    result = asyncio.run(_main(session, detach))
+    result = asyncio.run(_main(session, detach, on_ready))
     result.started_at = now
     return result

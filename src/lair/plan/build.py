@@ -188,11 +188,10 @@ def _node(ctx: _Ctx, t: Target, n: int, find: Callable[[str], Path | None]) -> N
         cmd.argv[0] = ctx.python(t)  # the node's interpreter: lair's own on the local node
     hook_env = {**lair_env, "LAIR_PYTHON": ctx.python(t)}
     steps = [
-        Step(stage=Stage.PREPARE, kind="exec", name="run folder", argv=["mkdir", "-p", "-m", "700", workdir]),
         Step(
             stage=Stage.PREPARE,
             kind="env_file",
-            name="env-file",
+            name="run folder + env-file",
             path=env_file,
             mode="0600",
             env_names=sorted(node_env(r, lair_env)),

@@ -7,7 +7,8 @@
 
 A step's ``kind`` says how launch interprets it:
 
-    env_file   write ``path`` (mode 0600) with the run's env; the values never enter the plan
+    env_file   write ``path`` (mode 0600; its folder, the node's run folder, 0700) with the run's
+               env; the values never enter the plan
     upload     copy ``source`` (a file on the controlling machine) to ``path`` on the node
     exec       run ``argv`` to completion (hooks: with ``timeout_s`` and ``on_failure``)
     script     run ``script`` with ``sh -c`` to completion (mount staging)

@@ -19,7 +19,10 @@ def _step(i: int, s: Step) -> list[str]:
     if s.argv:
         lines.append("      $ " + shlex.join(s.argv))
     if s.kind == "env_file":
-        lines.append(f"      write {s.path} (mode {s.mode}): {', '.join(s.env_names or [])}")
+        folder = (s.path or "").rsplit("/", 1)[0]
+        lines.append(
+            f"      mkdir -m 700 {folder}; write {s.path} (mode {s.mode}): {', '.join(s.env_names or [])}"
+        )
     if s.kind == "upload":
         lines.append(f"      copy {s.source} -> {s.path} (mode {s.mode})")
     if s.script:

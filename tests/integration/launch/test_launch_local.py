@@ -136,3 +136,14 @@ def test_docker_engine_exit_fails_with_its_log_and_removes_the_container(
     (run_id,) = set(os.listdir(lair_home / "runs")) - before
     assert _containers(run_id) == "" and run_record(lair_home, run_id)["state"] == "failed"
     assert_clean(lair_home, run_id)
+
+
+def test_launch_bench_then_stop(lair_home: Path, tiny_model: Path) -> None:
+    tokenizer = tiny_model.parent / "hf" / "tokenizer.json"
+    args = ["--bench", "--bench-contexts", "64", "--bench-decode-tokens", "8", "--bench-repeat", "1"]
+    res = lair("launch", str(TINY), *args, "--bench-tokenizer", str(tokenizer), "--json", timeout=180)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    (cell,) = out["bench"]["cells"]
+    assert cell["context"] == 64 and out["state"] == "stopped"
+    assert_clean(lair_home, out["run_id"])

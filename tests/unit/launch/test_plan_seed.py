@@ -140,7 +140,7 @@ def test_secret_values_never_reach_plan_output(monkeypatch: pytest.MonkeyPatch) 
     assert "hf_supersecret123" not in out
     assert p.run.env == {"HF_TOKEN": "***", "PLAIN": "1"} and p.run.secret_env == ["HF_TOKEN"]
     assert p.env_values(p.nodes[0])["HF_TOKEN"] == "hf_supersecret123"
-    assert "HF_TOKEN" in (p.nodes[0].steps[1].env_names or [])
+    assert "HF_TOKEN" in (p.nodes[0].steps[0].env_names or [])
 
 
 def test_text_plan_shows_exact_commands(tmp_path: Path) -> None:
