@@ -105,3 +105,30 @@ def test_teardown_leaves_nothing(tmp_path: Path) -> None:
     assert not nodes.base.exists() and not Path(f"/var/lib/{node.name}-docker").exists()
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert nodes.prefix not in ps and "sleep 600" not in ps
+
+
+def test_engine_image_serves_the_tiny_model_to_the_other_node(
+    ssh_nodes_docker: NetnsNodes, engine_image_on_nodes: str, tiny_model: Path
+) -> None:
+    """The fixtures together: the engine in a container on node 1, reached from node 2."""
+    head, _ = ssh_nodes_docker.nodes
+    name = f"lair-test-engine-{head.name}"
+    run = ["docker", "run", "-d", "--name", name, "--network", "host"]
+    run += ["-v", f"{tiny_model.parent}:{tiny_model.parent}:ro", engine_image_on_nodes]
+    run += ["python3", "-m", "lair.engines.xllamacpp_server", "--model", str(tiny_model)]
+    run += ["--host", head.address, "--port", "18080", "--alias", "tiny", "--threads", "1"]
+    health = f"python3 -c \"import urllib.request as u; u.urlopen('http://{head.address}:18080/health')\""
+
+    async def main() -> None:
+        a, b = node_runners(ssh_nodes_docker)
+        await a.run(run, timeout=60)
+        try:
+            assert await poll_ok(b, health, deadline_s=60), (await a.run(["docker", "logs", name])).stderr
+        finally:
+            await a.run(["docker", "rm", "-f", name], timeout=60)
+        left = await a.run(["docker", "ps", "-aq", "--filter", f"name={name}"])
+        assert left.stdout == ""
+        await a.close()
+        await b.close()
+
+    asyncio.run(main())
