@@ -1,10 +1,11 @@
 """Streaming-client cost and accuracy: lair's bench vs guidellm vs aiperf, same server, same work.
 
-    .venv/bin/python benchmarks/bench_client.py [--streams 16,256] [--token-ms 2] [--tools lair,guidellm,aiperf]
+    .venv/bin/python benchmarks/bench_client.py [--streams 16,256] [--token-ms 2]
+        [--tools lair,guidellm,aiperf]
 
 Every tool streams from one calibrated server (``lair.testing.calibrated_server``: true TTFT 200 ms,
-one token per chunk every ``--token-ms``) at each concurrency, twice: a *big* run (2 x streams
-requests of 256 output tokens) and a *small* one (same requests, 16 tokens). Per tool and
+one token per chunk every ``--token-ms``) at each concurrency, twice: a *big* run (max(64, streams)
+requests of 1,024 output tokens) and a *small* one (same requests, 16 tokens). Per tool and
 concurrency it reports:
 
 - CPU-ms per 1,000 streamed tokens, from the tool's whole process tree (``RUSAGE_CHILDREN`` deltas;
@@ -40,7 +41,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "out"
 BENCH = ROOT / ".bench"
-BIG, SMALL, PROMPT = 256, 16, 64
+BIG, SMALL, PROMPT = 1024, 16, 64
+
+
+def rounds(streams: int) -> int:
+    """Requests per run = rounds x streams: at least 64 requests, so start-up cost is amortised."""
+    return max(1, 64 // streams)
+
+
 PEERS = {"guidellm": "guidellm", "aiperf": "aiperf"}
 
 
@@ -94,7 +102,15 @@ def run_measured(cmd: list[str], cwd: Path, timeout: float = 900) -> tuple[float
 
 def lair_run(url: str, streams: int, tokens: int, work: Path) -> tuple[float, float, float, float]:
     cmd = [sys.executable, "-m", "lair", "bench", url, "--model", "calibrated", "--contexts", str(PROMPT)]
-    cmd += ["--concurrency", str(streams), "--decode-tokens", str(tokens), "--repeat", "2", "--json"]
+    cmd += [
+        "--concurrency",
+        str(streams),
+        "--decode-tokens",
+        str(tokens),
+        "--repeat",
+        str(rounds(streams)),
+        "--json",
+    ]
     cpu, wall, out = run_measured(cmd, work)
     cell = json.loads(out)["cells"][0]
     return cpu, wall, cell["ttft_ms_p50"], cell["decode_tok_s_aggregate"]
@@ -106,7 +122,7 @@ def guidellm_run(url: str, streams: int, tokens: int, work: Path) -> tuple[float
                     "request_format": "/v1/chat/completions"},
         "profile": {"kind": "concurrent", "streams": streams},
         "data": [{"kind": "synthetic_text", "prompt_tokens": PROMPT, "output_tokens": tokens}],
-        "constraints": [{"kind": "max_requests", "count": 2 * streams}],
+        "constraints": [{"kind": "max_requests", "count": rounds(streams) * streams}],
         "tokenizer": {"kind": "hf_auto", "model": str(work / "model" / "hf")},
         "outputs": [{"kind": "json", "path": str(work / "guidellm.json")}],
     }  # fmt: skip
@@ -122,7 +138,14 @@ def guidellm_run(url: str, streams: int, tokens: int, work: Path) -> tuple[float
 def aiperf_run(url: str, streams: int, tokens: int, work: Path) -> tuple[float, float, float, float]:
     exe = str(BENCH / "aiperf" / "bin" / "aiperf")
     cmd = [exe, "profile", "--model", "calibrated", "--url", url, "--endpoint-type", "chat", "--streaming"]
-    cmd += ["--concurrency", str(streams), "--request-count", str(2 * streams), "--ui-type", "none"]
+    cmd += [
+        "--concurrency",
+        str(streams),
+        "--request-count",
+        str(rounds(streams) * streams),
+        "--ui-type",
+        "none",
+    ]
     cmd += ["--synthetic-input-tokens-mean", str(PROMPT), "--output-tokens-mean", str(tokens)]
     cmd += ["--tokenizer", str(work / "model" / "hf"), "--use-server-token-count"]
     cmd += ["--extra-inputs", "ignore_eos:true", "--artifact-dir", str(work / "aiperf")]
@@ -159,16 +182,15 @@ def measure(tool: str, url: str, streams: int, work: Path) -> dict[str, Any]:
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    head = "| tool | streams | CPU-ms/1k tok (marginal) | CPU-ms/1k tok (total) | output tok/s | TTFT p50 error ms |"
-    lines = [head, "|---|---|---|---|---|---|"]
+    cols = ["tool", "streams", "CPU-ms/1k tok (marginal)", "CPU-ms/1k tok (total)", "output tok/s"]
+    lines = ["| " + " | ".join([*cols, "TTFT p50 error ms"]) + " |", "|---|---|---|---|---|---|"]
     for r in results:
         if "error" in r:
             lines.append(f"| {r['tool']} | {r['streams']} | n/a: {r['error'][:90]} | | | |")
             continue
-        lines.append(
-            f"| {r['tool']} | {r['streams']} | {r['cpu_ms_per_1k_marginal']:.1f} | {r['cpu_ms_per_1k_total']:.1f} "
-            f"| {r['output_tok_s']:,.0f} | {r['ttft_p50_error_ms']:+.2f} |"
-        )
+        cpu = f"{r['cpu_ms_per_1k_marginal']:.1f} | {r['cpu_ms_per_1k_total']:.1f}"
+        rest = f"{r['output_tok_s']:,.0f} | {r['ttft_p50_error_ms']:+.2f}"
+        lines.append(f"| {r['tool']} | {r['streams']} | {cpu} | {rest} |")
     return "\n".join(lines)
 
 
@@ -185,7 +207,8 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     make_tiny_model(work / "model")  # the peers need a local Hugging Face tokenizer folder
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # HF_HUB_OFFLINE=1 makes aiperf's dataset worker read the local tokenizer path as a hub repo id
+    os.environ.pop("HF_HUB_OFFLINE", None)
     results: list[dict[str, Any]] = []
     with running_server("--ttft-ms", "200", "--token-ms", a.token_ms) as url:
         for streams in (int(s) for s in a.streams.split(",")):
