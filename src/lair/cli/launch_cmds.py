@@ -126,6 +126,23 @@ def _print_bench(result: Any) -> None:
         )
 
 
+def _bench_report(args: argparse.Namespace, run_id: str, result: Any) -> Path:
+    """A run report folder beside the recipe (``reports/``), with each node's engine log."""
+    from lair.launch import Journal
+    from lair.report import write_run_report
+
+    j = Journal(run_id)
+    rec = j.load()
+    plan = j.plan_data()
+    values = {}
+    if args.rig:
+        from lair.rig import load_rig
+
+        values = load_rig(args.rig).string_values()
+    logs = {n.name: j.saved_log(n.rank) or "" for n in rec.nodes}
+    return write_run_report(rec.recipe, rec.name, result, logs, values, image=plan["run"].get("image"))
+
+
 def cmd_launch(args: argparse.Namespace) -> int:
     from lair.launch import launch
 
@@ -136,10 +153,13 @@ def cmd_launch(args: argparse.Namespace) -> int:
     on_ready = _bench(args, bench) if args.bench else None
     res = launch(_request(args), detach=args.detach, progress=err, on_ready=on_ready)
     if args.bench and "result" in bench:
+        report = _bench_report(args, res.run_id, bench["result"])
         if args.json:
-            dump_json({"run_id": res.run_id, "state": res.state, "bench": bench["result"].as_dict()})
+            doc = {"run_id": res.run_id, "state": res.state, "bench": bench["result"].as_dict()}
+            dump_json({**doc, "report": str(report)})
             return 0
         _print_bench(bench["result"])
+        err(f"report: {report}")
     if args.json:
         dump_json(
             {"run_id": res.run_id, "endpoint": res.endpoint, "state": res.state, "ready_s": res.ready_s}

@@ -138,12 +138,17 @@ def test_docker_engine_exit_fails_with_its_log_and_removes_the_container(
     assert_clean(lair_home, run_id)
 
 
-def test_launch_bench_then_stop(lair_home: Path, tiny_model: Path) -> None:
-    tokenizer = tiny_model.parent / "hf" / "tokenizer.json"
+def test_launch_bench_writes_a_report_then_stops(lair_home: Path, tmp_path: Path) -> None:
+    recipe = tmp_path / "tiny-cpu" / "recipe.toml"  # the report folder goes beside the recipe
+    recipe.parent.mkdir()
+    shutil.copyfile(TINY, recipe)
     args = ["--bench", "--bench-contexts", "64", "--bench-decode-tokens", "8", "--bench-repeat", "1"]
-    res = lair("launch", str(TINY), *args, "--bench-tokenizer", str(tokenizer), "--json", timeout=180)
+    res = lair("launch", str(recipe), *args, "--json", timeout=180)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     (cell,) = out["bench"]["cells"]
     assert cell["context"] == 64 and out["state"] == "stopped"
+    report = Path(out["report"])
+    assert report.parent == recipe.parent / "reports" and (report / "results.json").exists()
+    assert "listening" in "".join(p.read_text() for p in report.rglob("*.log"))
     assert_clean(lair_home, out["run_id"])
