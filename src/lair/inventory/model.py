@@ -72,6 +72,7 @@ class Cluster(_Strict):
 
     name: str = Field("", exclude=True)
     known_hosts: Literal["accept-new", "strict", "off"] = "accept-new"
+    env_via: Literal["file", "accept-env"] = "file"
     known_hosts_file: str | None = None
     ssh_config: str | None = None
     connect_timeout_s: float = Field(10.0, gt=0)
@@ -97,6 +98,7 @@ class Cluster(_Strict):
 
         return SshOptions(
             known_hosts=self.known_hosts,
+            env_via=self.env_via,
             known_hosts_file=path(self.known_hosts_file),
             ssh_config=path(self.ssh_config),
             connect_timeout_s=self.connect_timeout_s,

@@ -14,12 +14,13 @@ from __future__ import annotations
 from lair.runners.base import Argv, CommandResult, ProcessHandle, Runner, shell_command
 from lair.runners.local import LocalRunner
 from lair.runners.parallel import Outcome, raise_for_errors, run_all
-from lair.runners.ssh import KnownHostsPolicy, SshOptions, SshRunner, SshTarget, connect_options
+from lair.runners.ssh import EnvVia, KnownHostsPolicy, SshOptions, SshRunner, SshTarget, connect_options
 
 __all__ = [
     "LOCAL_ADDRESSES",
     "Argv",
     "CommandResult",
+    "EnvVia",
     "KnownHostsPolicy",
     "LocalRunner",
     "Outcome",

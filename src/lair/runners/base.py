@@ -8,6 +8,7 @@ the node, so local and SSH behave the same. Env values are never logged or put i
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 from abc import ABC, abstractmethod
@@ -147,7 +148,7 @@ class Runner(ABC):
         pid_path = log_path + ".pid"
         body = argv if isinstance(argv, str) else "exec " + shlex.join(argv)
         inner = (f"cd {shlex.quote(cwd)} && " if cwd else "") + body
-        log_dir = shlex.quote(log_path.rsplit("/", 1)[0] or "/")
+        log_dir = shlex.quote(os.path.dirname(log_path) or ".")
         script = (
             f"mkdir -p {log_dir} || exit 1; "
             f"setsid sh -c {shlex.quote(inner)} >>{shlex.quote(log_path)} 2>&1 </dev/null & "
@@ -174,7 +175,7 @@ class Runner(ABC):
         sit world-readable, then chmod'ed and renamed into place); parent folders are created."""
         q = shlex.quote(path)
         tmp = shlex.quote(f"{path}.lair-tmp")
-        parent = shlex.quote(path.rsplit("/", 1)[0] or "/")
+        parent = shlex.quote(os.path.dirname(path) or ".")
         script = f"umask 077 && mkdir -p {parent} && cat >{tmp} && chmod {mode:o} {tmp} && mv -f {tmp} {q}"
         await self.run(script, stdin=data, timeout=60)
 

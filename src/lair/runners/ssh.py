@@ -9,8 +9,12 @@ Host keys (``SshOptions.known_hosts``):
 - ``"strict"``: the key must already be in ``known_hosts_file`` (default ``~/.ssh/known_hosts``).
 - ``"off"``: no check (throwaway test nodes only).
 
-Env values travel in the SSH channel's environment requests, never in a command line, so the node's
-sshd must accept them (``AcceptEnv``); a name that did not arrive fails the command (exit 97).
+Env values never appear in a command line (``SshOptions.env_via``):
+
+- ``"file"`` (default, works with any sshd): written to a 0600 file in the login folder over its own
+  channel, sourced by the command's shell and deleted before the command runs.
+- ``"accept-env"``: SSH environment requests (no extra round trip); the node's sshd must accept the
+  names (``AcceptEnv``), and a name that did not arrive fails the command (exit 97).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import re
+import secrets
 import shlex
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -27,10 +33,12 @@ from typing import Any, Literal, Protocol
 from lair.errors import RunnerError
 from lair.runners.base import Runner, env_guard
 
-__all__ = ["KnownHostsPolicy", "SshOptions", "SshRunner", "SshTarget", "connect_options"]
+__all__ = ["EnvVia", "KnownHostsPolicy", "SshOptions", "SshRunner", "SshTarget", "connect_options"]
 
 KnownHostsPolicy = Literal["accept-new", "strict", "off"]
+EnvVia = Literal["file", "accept-env"]
 PGID_MARK = b"@lair-pgid "
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,7 @@ class SshOptions:
     """Per-cluster SSH settings (``[clusters.NAME]`` keys of the same names)."""
 
     known_hosts: KnownHostsPolicy = "accept-new"
+    env_via: EnvVia = "file"
     known_hosts_file: str | None = None
     ssh_config: str | None = None
     connect_timeout_s: float = 10.0
@@ -169,12 +178,28 @@ class SshRunner(Runner):
                 self._conn = None
 
     # -- primitives ----------------------------------------------------------------------------
-    def _wrap(self, script: str, env: Mapping[str, str] | None) -> str:
+    def _wrap(self, script: str, env: Mapping[str, str] | None, env_file: str | None) -> str:
         """Run ``script`` as the leader of a new session whose id is printed first on stderr,
         so that a timeout can kill the whole group on the node."""
-        guard = env_guard(env)
-        inner = f'echo "@lair-pgid $$" >&2; {guard + "; " if guard else ""}{script}'
+        if env_file:
+            f = shlex.quote(env_file)
+            prelude = f". ./{f}; rm -f ./{f}"
+        else:
+            prelude = env_guard(env)
+        inner = f'echo "@lair-pgid $$" >&2; {prelude + "; " if prelude else ""}{script}'
         return f"exec setsid -w sh -c {shlex.quote(inner)}"
+
+    async def _env_file(self, env: Mapping[str, str] | None) -> str | None:
+        """Write ``env`` as ``export K='v'`` lines to a fresh 0600 file in the login folder."""
+        if not env or self.options.env_via != "file":
+            return None
+        bad = [k for k in env if not _ENV_NAME.match(k)]
+        if bad:
+            raise RunnerError(f"invalid environment variable name(s): {', '.join(bad)}", host=self.host)
+        name = f".lair-env-{secrets.token_hex(8)}"
+        body = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+        await self.put_file(name, body.encode(), mode=0o600)
+        return name
 
     async def _exec(
         self, script: str, *, env: Mapping[str, str] | None, stdin: bytes | None, timeout: float | None
@@ -183,7 +208,14 @@ class SshRunner(Runner):
 
         conn = await self.connection()
         async with self._sessions:
-            proc = await self._open(conn, script, env)
+            env_file = await self._env_file(env)
+            try:
+                proc = await self._open(conn, self._wrap(script, env, env_file), None if env_file else env)
+            except RunnerError:
+                if env_file:  # the command never ran to source and delete it
+                    with contextlib.suppress(Exception):
+                        await conn.run(f"rm -f ./{env_file}", check=False)
+                raise
             pgid: list[int] = []
             try:
                 return await asyncio.wait_for(self._communicate(proc, stdin, pgid), timeout)
@@ -195,11 +227,11 @@ class SshRunner(Runner):
             finally:
                 proc.close()
 
-    async def _open(self, conn: Any, script: str, env: Mapping[str, str] | None) -> Any:
+    async def _open(self, conn: Any, command: str, env: Mapping[str, str] | None) -> Any:
         import asyncssh
 
         try:
-            return await conn.create_process(self._wrap(script, env), env=dict(env or {}), encoding=None)
+            return await conn.create_process(command, env=dict(env or {}), encoding=None)
         except (OSError, asyncssh.Error) as exc:
             raise RunnerError(f"cannot open an SSH channel: {exc}", host=self.host) from exc
 
@@ -225,7 +257,7 @@ class SshRunner(Runner):
 
     async def _stream(self, script: str) -> AsyncIterator[str]:
         conn = await self.connection()
-        proc = await self._open(conn, script, None)
+        proc = await self._open(conn, self._wrap(script, None, None), None)
         pgid: list[int] = []
         try:
             first = await proc.stderr.readline()

@@ -10,7 +10,7 @@ import pytest
 
 from lair.errors import RunnerError
 from lair.inventory import Node, load_inventory
-from lair.runners import SshOptions, SshRunner, raise_for_errors, run_all, runner_for
+from lair.runners import EnvVia, SshOptions, SshRunner, raise_for_errors, run_all, runner_for
 from lair.testing.nodes import NetnsNodes
 
 pytestmark = pytest.mark.integration
@@ -93,3 +93,35 @@ def test_unreachable_node_fails_fast_with_a_runner_error(ssh_nodes: NetnsNodes) 
     with pytest.raises(RunnerError, match="cannot connect to root@") as info:
         asyncio.run(main())
     assert info.value.host == "ghost" and time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize("env_via", ["file", "accept-env"])
+def test_env_values_never_reach_a_command_line(ssh_nodes: NetnsNodes, env_via: EnvVia) -> None:
+    node = cluster_nodes(ssh_nodes)[0]
+    secret = "tok-'quoted' $dollar `tick` \\ end"
+    env = {"LAIR_TOKEN": secret, "LAIR_PLAIN": "plain"}
+
+    async def main() -> tuple[str, str, str]:
+        async with SshRunner(node, SshOptions(known_hosts="off", env_via=env_via)) as r:
+            seen = (await r.run('printf "%s|%s" "$LAIR_TOKEN" "$LAIR_PLAIN"', env=env)).stdout
+            cmdlines = (
+                await r.run("cat /proc/$$/cmdline /proc/$PPID/cmdline | tr '\\0' ' '", env=env)
+            ).stdout
+            leftovers = (await r.run("ls -a ~ | grep -c '^.lair-env-' || true")).stdout.strip()
+        return seen, cmdlines, leftovers
+
+    seen, cmdlines, leftovers = asyncio.run(main())
+    assert seen == f"{secret}|plain"
+    assert "tok-" not in cmdlines and "plain" not in cmdlines and "@lair-pgid" in cmdlines
+    assert leftovers == "0"  # the env file is deleted before the command runs
+
+
+def test_invalid_env_names_are_refused(ssh_nodes: NetnsNodes) -> None:
+    node = cluster_nodes(ssh_nodes)[0]
+
+    async def main() -> None:
+        async with runner_for(node) as r:
+            await r.run("true", env={"BAD-NAME": "x"})
+
+    with pytest.raises(RunnerError, match="invalid environment variable name"):
+        asyncio.run(main())
