@@ -1,0 +1,63 @@
+"""Trust: a recipe fetched from a URL is untrusted until its user accepts what it asks for."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from launch_helpers import lair
+
+pytestmark = [pytest.mark.integration]
+
+RISKY = """
+engine = "custom"
+docker_image = "img:1"
+entrypoint = ["serve"]
+before_serve = ["echo from-the-internet"]
+[[extra_mounts]]
+host = "/var/run/docker.sock"
+container = "/var/run/docker.sock"
+"""
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[str]:
+    (tmp_path / "recipe.toml").write_text(RISKY)
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *a: object, **kw: object) -> None:
+            super().__init__(*a, directory=str(tmp_path), **kw)  # type: ignore[arg-type]
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}/recipe.toml"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join()
+
+
+def test_url_recipe_needs_acceptance_of_its_hooks_and_mounts(served: str, lair_home: Path) -> None:
+    res = lair("plan", served, "--json")
+    assert res.returncode == 1
+    err = json.loads(res.stdout)["error"]
+    assert err["code"] == "trust"
+    assert (
+        "hook sh -c echo from-the-internet" in err["message"]
+        and "mount /var/run/docker.sock" in err["message"]
+    )
+    ok = lair("plan", served, "--accept", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["run"]["trusted"] is False
+    accepted = list((lair_home / "state" / "trust").glob("*.json"))
+    assert len(accepted) == 1 and json.loads(accepted[0].read_text())["source"] == served
+    assert lair("plan", served).returncode == 0  # remembered
