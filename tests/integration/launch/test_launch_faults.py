@@ -3,6 +3,7 @@ process, run folder (env-file) or lease is left, and ``after_stop`` ran on every
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -171,5 +172,20 @@ def test_stop_from_another_shell(
     assert stop.returncode == 0 and "verified" in stop.stderr, stop.stderr
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "SIGTERM: stopping" in err
+    _after_stop_ran(markers)
+    assert_clean(lair_home, run_id)
+
+
+def test_killed_lair_process_leaves_an_orphan_that_stop_cleans(
+    ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path, roles: Path, tiny_model: Path
+) -> None:
+    proc, run_id = _foreground(_recipe(tmp_path, markers, script=_serving(roles, tiny_model)), lair_home)
+    wait_for(lambda: run_record(lair_home, run_id)["state"] == "running", what="running")
+    proc.kill()  # SIGKILL: no clean-up from the launching process
+    proc.communicate(timeout=30)
+    status = json.loads(lair("status", run_id, "--json", check=True).stdout)[0]
+    assert status["state"] == "orphaned" and [n["alive"] for n in status["nodes"]] == [True, True]
+    stop = lair("stop", run_id, timeout=120)
+    assert stop.returncode == 0 and "verified" in stop.stderr, stop.stderr
     _after_stop_ran(markers)
     assert_clean(lair_home, run_id)
