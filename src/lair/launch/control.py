@@ -199,7 +199,13 @@ async def _logs(
         async for line in _node_lines(s, rank, follow, lines):
             emit(f"{name}| {line}" if prefix else line)
 
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # stop following: the remote readers are killed
+        loop.add_signal_handler(sig, task.cancel)  # type: ignore[union-attr]
     try:
         await asyncio.gather(*(one(rank) for rank in ranks))
+    except asyncio.CancelledError:
+        pass
     finally:
         await s.close()

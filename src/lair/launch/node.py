@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lair.errors import LaunchError
+from lair.errors import LaunchError, RunnerError
 
 if TYPE_CHECKING:
     from lair.launch.journal import NodeRecord
@@ -43,15 +43,24 @@ class NodeExec:
     ) -> None:
         self.plan, self.node, self.runner, self.record, self.progress = plan, node, runner, record, progress
         self.binary = "podman" if plan.run.runtime == "podman" else "docker"
+        self.unreachable = False
 
     def say(self, msg: str) -> None:
         self.progress(f"{self.node.name}: {msg}")
 
     async def run_stage(self, stage: Stage) -> None:
+        if self.unreachable:  # every step would wait for the same connect timeout again
+            if stage.value == "stop" and not self.record.started:
+                return  # nothing was started there: nothing to stop
+            raise LaunchError(f"{self.node.name}: skipped {stage.value}: the node was unreachable")
         self.record.stage = stage.value
         for step in self.node.stage(stage):
             t0 = time.monotonic()
-            await self.step(step)
+            try:
+                await self.step(step)
+            except RunnerError as exc:
+                self.unreachable = exc.returncode is None and "cannot connect" in exc.message
+                raise
             if step.kind not in ("ready",):
                 self.say(f"{step.name} ({time.monotonic() - t0:.2f}s)")
 

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from launch_helpers import assert_clean, lair, run_record, wait_for, write_recipe
+from launch_helpers import assert_clean, lair, run_record, start_lair, wait_for, write_recipe
 from launch_roles import role_script, write_roles
 
 from lair.testing.nodes import NetnsNodes
@@ -68,6 +68,10 @@ def _stream(base: str) -> list[str]:
     )
     with OPENER.open(req, timeout=60) as resp:
         return [ln.decode().strip() for ln in resp if ln.strip()]
+
+
+def _pgrep(pattern: str) -> str:
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.strip()
 
 
 def _docker(node_host: str, *args: str) -> str:
@@ -126,6 +130,12 @@ def test_two_nodes_in_docker_serve_stream_and_stop_clean(
         reached = f"worker rank 1 of 2 at {n1.address} reached {n0.address}:29501"
         assert f"{reached}: hello from rank 0 at {n0.address}" in wlog
         assert "worker rank 1" in lair("logs", run_id, "--node", "1", check=True).stdout
+        follow = start_lair("logs", run_id, "-f", "--node", "1")
+        assert follow.stdout is not None and "worker rank 1" in follow.stdout.readline()
+        follow.terminate()
+        assert follow.communicate(timeout=30) is not None and follow.returncode == 0
+        reader = f"logs --tail 100 -f lair-{run_id}-r1"
+        wait_for(lambda: _pgrep(reader) == "", what="the remote `docker logs -f` to end")
         status = json.loads(lair("status", run_id, "--json", check=True).stdout)[0]
         assert status["state"] == "running" and [n["alive"] for n in status["nodes"]] == [True, True]
     finally:
