@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lair.errors import LairError, LaunchError
+from lair.errors import LaunchError
 from lair.launch.journal import Journal, NodeRecord, RunRecord
 from lair.launch.node import NodeExec, Progress
 
@@ -53,6 +53,7 @@ class Session:
         from lair.runners import runner_for
 
         self.plan, self.record, self.journal = plan, record, journal
+        self.tearing_down = False  # from then on signals no longer cancel anything
         self.t0 = time.monotonic()
         self._progress = progress
         self.execs = [
@@ -93,6 +94,7 @@ async def teardown(s: Session, *, failed: bool) -> list[str]:
     from lair.inventory import release, set_holder
     from lair.plan import Stage
 
+    s.tearing_down = True
     s.save("stopping")
     for ex in s.execs:
         if ex.record.started:
@@ -131,12 +133,12 @@ class _Signals:
     def handle(self, sig: int) -> None:
         self.count += 1
         name = signal.Signals(sig).name
-        if self.count > 1:
+        if self.count > 1 or self.s.tearing_down:
             self.s.say(f"{name}: already stopping, please wait (nothing will be left behind)")
             return
         self.s.say(f"{name}: stopping")
         self.stop.set()
-        if not self.serving:
+        if not self.serving and not self.s.tearing_down:
             self.task.cancel()
 
     def remove(self) -> None:
@@ -187,7 +189,7 @@ async def _main(s: Session, detach: bool, on_ready: OnReady | None = None) -> La
     try:
         try:
             result.ready_s = await _start(s)
-        except (LairError, OSError, asyncio.CancelledError) as exc:
+        except BaseException as exc:  # anything at all: roll back first, then let it go on
             if isinstance(exc, asyncio.CancelledError):
                 task.uncancel()
             await _fail(s, exc)

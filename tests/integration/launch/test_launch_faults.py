@@ -41,12 +41,21 @@ port = 8000
 ready_timeout_s = {ready}
 entrypoint = ["sh", "-c", '{script}']
 before_serve = [{before}]
-after_stop = [{{ run = "touch {markers}/after-stop-$LAIR_NODE_RANK" }}]
+after_stop = [{{ run = "{after_busy}touch {markers}/after-stop-$LAIR_NODE_RANK" }}]
 """
 
 
-def _recipe(tmp_path: Path, markers: Path, *, script: str, before: str = "", ready: float = 60) -> str:
-    text = HEAD.format(ready=ready, script=script, before=before, markers=markers)
+def _recipe(
+    tmp_path: Path,
+    markers: Path,
+    *,
+    script: str,
+    before: str = "",
+    ready: float = 60,
+    slow_after: bool = False,
+) -> str:
+    after_busy = f"echo $$ > {markers}/stopping-$LAIR_NODE_RANK; sleep 2; " if slow_after else ""
+    text = HEAD.format(ready=ready, script=script, before=before, markers=markers, after_busy=after_busy)
     return write_recipe(tmp_path / "recipe.toml", text)
 
 
@@ -187,5 +196,19 @@ def test_killed_lair_process_leaves_an_orphan_that_stop_cleans(
     assert status["state"] == "orphaned" and [n["alive"] for n in status["nodes"]] == [True, True]
     stop = lair("stop", run_id, timeout=120)
     assert stop.returncode == 0 and "verified" in stop.stderr, stop.stderr
+    _after_stop_ran(markers)
+    assert_clean(lair_home, run_id)
+
+
+def test_second_signal_during_rollback_does_not_cut_it_short(
+    ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path, roles: Path, tiny_model: Path
+) -> None:
+    recipe = _recipe(tmp_path, markers, script=_serving(roles, tiny_model), slow_after=True)
+    proc, run_id = _foreground(recipe, lair_home)
+    wait_for(lambda: run_record(lair_home, run_id)["state"] == "running", what="running")
+    proc.send_signal(signal.SIGINT)
+    wait_for(lambda: len(list(markers.glob("stopping-*"))) == 2, what="after_stop hooks running")
+    rc, err = signal_and_wait(proc, signal.SIGINT)
+    assert rc == 0 and "SIGINT: already stopping" in err, err
     _after_stop_ran(markers)
     assert_clean(lair_home, run_id)
