@@ -211,7 +211,7 @@ def _data_lines(body: bytes) -> tuple[list[bytes], list[int]]:
     for line in body.split(b"\n"):
         end = pos + len(line)
         pos = end + 1
-        if line.startswith(b"data:"):
+        if line[:5] == b"data:":
             data = line[5:].strip()
             if data and data != b"[DONE]":
                 datas.append(data)
@@ -246,32 +246,43 @@ def parse_stream(send_t: float, times: list[float], reads: list[bytes]) -> Reque
     datas, ends = _data_lines(body)
     texts: list[str] = []
     stamps = _OffsetMap(segments, times, reads).times_at(ends)
+    usage = None
     for ev, t in zip(_decode_all(datas), stamps, strict=True):
         if isinstance(ev, dict):
-            _take_event(r, ev, t, texts)
+            usage = _take_event(r, ev, t, texts) or usage
+    if usage:
+        _take_usage(r, usage)
     r.text = "".join(texts)
     return r
 
 
-def _take_event(r: RequestTiming, ev: dict[str, Any], t: float, texts: list[str]) -> None:
+def _take_event(r: RequestTiming, ev: dict[str, Any], t: float, texts: list[str]) -> dict[str, Any] | None:
+    """Record a content chunk; return the event's usage (the last one seen is the final count)."""
     if "error" in ev:
         r.error = str(ev["error"])[:300]
-        return
-    usage = ev.get("usage")
-    text = ""
-    for choice in ev.get("choices") or ():
+        return None
+    usage: dict[str, Any] | None = ev.get("usage")
+    choices = ev.get("choices")
+    if choices:
+        delta = choices[0].get("delta") or {}
+        text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+        if len(choices) > 1 or (text and delta.get("content") and delta.get("reasoning_content")):
+            text = _all_text(choices)
+        if text:
+            r.content_times.append(t)
+            r.content_chars.append(len(text))
+            texts.append(text)
+            if usage and usage.get("completion_tokens") is not None:
+                r.content_cum_tokens.append(usage["completion_tokens"])
+    return usage
+
+
+def _all_text(choices: list[dict[str, Any]]) -> str:
+    parts = []
+    for choice in choices:
         delta = choice.get("delta") or {}
-        text += (delta.get("content") or "") + (
-            delta.get("reasoning_content") or delta.get("reasoning") or ""
-        )
-    if text:
-        r.content_times.append(t)
-        r.content_chars.append(len(text))
-        texts.append(text)
-        if usage and usage.get("completion_tokens") is not None:
-            r.content_cum_tokens.append(int(usage["completion_tokens"]))
-    if usage:
-        _take_usage(r, usage)
+        parts += [delta.get("content") or "", delta.get("reasoning_content") or delta.get("reasoning") or ""]
+    return "".join(parts)
 
 
 def _take_usage(r: RequestTiming, usage: dict[str, Any]) -> None:
