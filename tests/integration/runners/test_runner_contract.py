@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import signal
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
@@ -152,5 +153,28 @@ def test_follow_streams_new_lines_and_stops(make_runner: MakeRunner, tmp_path: P
             return (await r.run(f"pgrep -f '[t]ail -n .* -F {path}'", check=False)).returncode == 1
 
         assert await poll(tail_gone)
+
+    drive(make_runner, body)
+
+
+def test_stream_merges_output_and_closing_kills_the_command(make_runner: MakeRunner) -> None:
+    naptime = f"300.{random.randrange(10**6):06d}"  # a command line no other process has
+
+    async def body(r: Runner) -> None:
+        seen = []
+        async with aclosing(r.stream(["sh", "-c", f"echo out; echo err >&2; exec sleep {naptime}"])) as lines:
+            async for line in lines:
+                seen.append(line)
+                if len(seen) == 2:
+                    break
+        assert sorted(seen) == ["err", "out"]
+
+        async def running() -> bool:
+            return (await r.run(["pgrep", "-f", f"[s]leep {naptime}"], check=False)).returncode == 0
+
+        async def gone() -> bool:
+            return not await running()
+
+        assert await poll(gone)
 
     drive(make_runner, body)
