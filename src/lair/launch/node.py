@@ -44,6 +44,7 @@ class NodeExec:
         self.plan, self.node, self.runner, self.record, self.progress = plan, node, runner, record, progress
         self.binary = "podman" if plan.run.runtime == "podman" else "docker"
         self.unreachable = False
+        self.journal_save: Callable[[], None] = lambda: None  # the session saves the record here
 
     def say(self, msg: str) -> None:
         self.progress(f"{self.node.name}: {msg}")
@@ -104,18 +105,22 @@ class NodeExec:
 
     async def start(self, s: Step) -> None:
         assert s.argv is not None
-        self.record.started = True
+        self.record.started = True  # journaled first: a lair killed right now still leaves a trail
         if self.node.container is None:
             self.record.log_path = f"{self.node.workdir}/engine.log"
+            self.journal_save()
             handle = await self.runner.start(s.argv, log_path=self.record.log_path)
             self.record.pid = handle.pid
+            self.journal_save()
             return
         argv = list(s.argv)
         i = _image_index(argv)
         argv[i:i] = await self._manifest_args(s.manifest)
         self.record.container = self.node.container
+        self.journal_save()
         res = await self.runner.run(argv, timeout=600)
         self.record.container_id = res.stdout.strip()[:12]
+        self.journal_save()
 
     async def alive(self) -> tuple[bool, str]:
         """Whether the main process runs, and a word on how it ended."""

@@ -60,6 +60,8 @@ class Session:
             NodeExec(plan, n, runner_for(node), rec, self.say)
             for n, node, rec in zip(plan.nodes, nodes, record.nodes, strict=True)
         ]
+        for ex in self.execs:
+            ex.journal_save = self.save
 
     def say(self, msg: str) -> None:
         line = f"[{time.monotonic() - self.t0:6.2f}s] {msg}"

@@ -99,6 +99,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.docker
 def test_docker_hub_staging_serves_regular_files(
     engine_image: str, tiny_model: Path, lair_home: Path, tmp_path: Path
 ) -> None:
@@ -123,6 +124,7 @@ def test_docker_hub_staging_serves_regular_files(
     assert_clean(lair_home, run_id)
 
 
+@pytest.mark.docker
 def test_docker_engine_exit_fails_with_its_log_and_removes_the_container(
     engine_image: str, lair_home: Path, tmp_path: Path
 ) -> None:
