@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import urllib.request
@@ -154,3 +155,34 @@ def test_launch_bench_writes_a_report_then_stops(lair_home: Path, tmp_path: Path
     assert report.parent == recipe.parent / "reports" and (report / "results.json").exists()
     assert "listening" in "".join(p.read_text() for p in report.rglob("*.log"))
     assert_clean(lair_home, out["run_id"])
+
+
+HOOKS = """
+engine = "custom"
+runtime = "native"
+name = "hooks on this machine"
+port = {port}
+ready_timeout_s = 30
+entrypoint = ["python3", "-m", "http.server", "--bind", "127.0.0.1", "{port}"]
+health_path = "/"
+before_serve = [{{ script = "lair_test_note", args = ["{out}", "two words"] }}, {before}]
+after_stop = [{{ run = "touch {out}/after-stop" }}]
+"""
+
+
+def test_user_library_script_with_args_then_a_hook_timeout(lair_home: Path, tmp_path: Path) -> None:
+    scripts = lair_home / "scripts"
+    scripts.mkdir(exist_ok=True)
+    (scripts / "lair_test_note.sh").write_text(
+        '#!/bin/sh\nprintf "%s|%s|%s\\n" "$2" "$LAIR_NODE_RANK" "$0" > "$1/note"\n'
+    )
+    port = _free_port()
+    slow = '{ run = "sleep 30", timeout_s = 1 }'
+    recipe = write_recipe(tmp_path / "r.toml", HOOKS.format(port=port, out=tmp_path, before=slow))
+    res = lair("launch", recipe, timeout=60)
+    assert res.returncode == 1 and "timed out after 1 s" in res.stderr, res.stderr
+    words, rank, path = (tmp_path / "note").read_text().strip().split("|")
+    assert (words, rank) == ("two words", "0") and path.endswith("/hooks/before_serve-0-lair_test_note.sh")
+    assert (tmp_path / "after-stop").exists()
+    run_id = re.findall(r"\] run (\S+) on ", res.stderr)[0]
+    assert_clean(lair_home, run_id)
