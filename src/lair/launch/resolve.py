@@ -148,7 +148,12 @@ def prepare(req: Request, *, lease: bool) -> Prepared:
     recipe = load_recipe(path)
     rig = load_rig(req.rig) if req.rig else None
     run_id = req.run_id or new_run_id(recipe, str(path))
-    acceptance: Acceptance | None = None if trusted else acceptance_for(recipe, source, accept=req.accept)
+    acceptance: Acceptance | None = None
+    if not trusted:  # what is accepted is the recipe as it will run (placeholders resolved)
+        from lair.recipe import render_recipe
+
+        values = rig.string_values() if rig else {}
+        acceptance = acceptance_for(render_recipe(recipe, values, where=str(path)), source, accept=req.accept)
     nodes = _nodes(recipe, rig, req, run_id, lease)
     try:
         p = plan(

@@ -63,6 +63,7 @@ def risky_requests(recipe: Recipe) -> list[str]:
 
 
 def fingerprint(recipe: Recipe) -> str:
+    """sha256 of what a recipe asks for (:func:`requests`), placeholders already resolved."""
     return hashlib.sha256(json.dumps(requests(recipe), sort_keys=True).encode()).hexdigest()
 
 
