@@ -76,11 +76,23 @@ def _request(args: argparse.Namespace) -> Any:
     )
 
 
+def _show_acceptance(prep: Any) -> None:
+    a = prep.acceptance
+    if a is None:
+        return
+    asked = [f"{k}: {v}" for k, vs in a.requests.items() for v in vs]
+    err(f"untrusted recipe from {a.source}, accepted {a.accepted_at}:")
+    for line in asked or ["(nothing risky)"]:
+        err(f"  {line}")
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from lair.launch import prepare
     from lair.plan import render_text
 
-    p = prepare(_request(args), lease=False).plan
+    prep = prepare(_request(args), lease=False)
+    _show_acceptance(prep)
+    p = prep.plan
     if args.json:
         dump_json(p.model_dump(mode="json"))
     else:

@@ -43,6 +43,7 @@ class Prepared:
     recipe: Recipe
     nodes: list[Node]
     leased: bool
+    acceptance: Acceptance | None = None
 
 
 def new_run_id(recipe: Recipe, path: str) -> str:
@@ -172,4 +173,4 @@ def prepare(req: Request, *, lease: bool) -> Prepared:
         if lease:
             release(run_id)
         raise
-    return Prepared(p, recipe, nodes, lease)
+    return Prepared(p, recipe, nodes, lease, acceptance)

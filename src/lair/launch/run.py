@@ -288,6 +288,9 @@ def launch(
     journal.create(p.model_dump_json(indent=2), record)
     session = Session(p, record, journal, prep.nodes, progress)
     session.say(f"run {p.run.run_id} on {', '.join(f'{n.name} ({n.address})' for n in p.nodes)}")
+    if prep.acceptance is not None:
+        asked = "; ".join(f"{k}: {v}" for k, vs in prep.acceptance.requests.items() for v in vs)
+        session.say(f"untrusted recipe from {prep.acceptance.source}, accepted: {asked or 'nothing risky'}")
     result = asyncio.run(_main(session, detach, on_ready))
     result.started_at = now
     return result
