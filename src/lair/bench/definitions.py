@@ -27,10 +27,11 @@ cache hit
     cached prompt tokens, or the engine's prefix-cache hit counter grew by more than that per request.
 client-bound
     A run is client-bound when the bench's own CPU time exceeds ``CLIENT_CPU_BOUND_FRACTION`` of
-    the wall time, or its p99 reading lag exceeds ``LOOP_LAG_BOUND_MS``: then the client, not the
-    server, limited the numbers, and they are flagged instead of trusted. Reading lag is the time
-    from the kernel's receive timestamp of a read to the bench reading it (plain HTTP), or the event
-    loop's wake-up lateness (TLS streams, where no kernel timestamp is available).
+    the wall time, or its p99 reading lag exceeds both ``LOOP_LAG_BOUND_MS`` and the median gap
+    between a stream's chunks (a shorter lag still reads every chunk apart, with its own timestamp):
+    then the client, not the server, limited the numbers, and they are flagged instead of trusted.
+    Reading lag is the time from the kernel's receive timestamp of a read to the bench reading it
+    (plain HTTP), or the event loop's wake-up lateness (TLS streams: no kernel timestamp there).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "RequestTiming",
     "Summary",
     "aggregate_decode_tok_s",
+    "chunk_gap_ms",
     "chunk_tokens",
     "decode_window",
     "is_cache_hit",
@@ -218,7 +220,17 @@ def is_cache_hit(cached_tokens: Sequence[int | None], counter_hits: float) -> bo
     return over or counter_hits > CACHE_PREFIX_ALLOWANCE_TOKENS * max(1, len(cached_tokens))
 
 
-def is_client_bound(cpu_s: float, wall_s: float, loop_lag_p99_ms: float) -> bool:
-    """True when the bench's own CPU use or event-loop lag says it limited the measurement."""
+def chunk_gap_ms(rs: Sequence[RequestTiming]) -> float:
+    """Median time between consecutive content chunks of a stream, over all streams (ms)."""
+    gaps = [b - a for r in rs for a, b in zip(r.content_times, r.content_times[1:], strict=False)]
+    return percentile(gaps, 50) * 1000 if gaps else 0.0
+
+
+def is_client_bound(cpu_s: float, wall_s: float, loop_lag_p99_ms: float, gap_ms: float = 0.0) -> bool:
+    """True when the bench's own CPU use or reading lag says it limited the measurement.
+
+    A lag shorter than the median gap between chunks (``gap_ms``) still reads every chunk apart, so
+    the lag bound is the larger of ``LOOP_LAG_BOUND_MS`` and that gap.
+    """
     busy = wall_s > 0 and cpu_s / wall_s > CLIENT_CPU_BOUND_FRACTION
-    return busy or loop_lag_p99_ms > LOOP_LAG_BOUND_MS
+    return busy or loop_lag_p99_ms > max(LOOP_LAG_BOUND_MS, gap_ms)

@@ -49,10 +49,11 @@ class _Client:
     cpu_s: float
     wall_s: float
     loop_lag_p99_ms: float
+    chunk_gap_ms: float = 0.0
 
     @property
     def bound(self) -> bool:
-        return d.is_client_bound(self.cpu_s, self.wall_s, self.loop_lag_p99_ms)
+        return d.is_client_bound(self.cpu_s, self.wall_s, self.loop_lag_p99_ms, self.chunk_gap_ms)
 
 
 @dataclass
@@ -131,7 +132,7 @@ async def _stream_all(
         timings.append(parse_stream(st.send_t, times, st.reads))
         if st in late:
             timings[-1].error = timings[-1].error or f"timed out after {s.opts.request_timeout_s:.0f} s"
-    return timings, _Client(cpu, wall, lag_ms)
+    return timings, _Client(cpu, wall, lag_ms, d.chunk_gap_ms(timings))
 
 
 def _read_lag_p99_ms(streams: list[RawStream]) -> float:
@@ -277,6 +278,7 @@ def _client_summary(reps: list[_Repeat]) -> dict[str, float]:
         "wall_s": sum(r.client.wall_s for r in reps),
         "cpu_fraction_max": max(r.client.cpu_s / r.client.wall_s if r.client.wall_s else 0.0 for r in reps),
         "loop_lag_p99_ms_max": max(r.client.loop_lag_p99_ms for r in reps),
+        "chunk_gap_ms_p50": d.percentile([r.client.chunk_gap_ms for r in reps], 50),
     }
 
 

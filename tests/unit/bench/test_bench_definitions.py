@@ -72,6 +72,9 @@ def test_client_bound_by_cpu_or_loop_lag() -> None:
     assert not d.is_client_bound(cpu_s=0.2, wall_s=1.0, loop_lag_p99_ms=1.0)
     assert d.is_client_bound(cpu_s=0.9, wall_s=1.0, loop_lag_p99_ms=1.0)
     assert d.is_client_bound(cpu_s=0.1, wall_s=1.0, loop_lag_p99_ms=d.LOOP_LAG_BOUND_MS + 1)
+    # a lag shorter than the gap between chunks still reads each chunk on its own
+    assert not d.is_client_bound(cpu_s=0.1, wall_s=1.0, loop_lag_p99_ms=8.0, gap_ms=10.0)
+    assert d.is_client_bound(cpu_s=0.1, wall_s=1.0, loop_lag_p99_ms=12.0, gap_ms=10.0)
 
 
 def test_cache_hit_allows_the_template_prefix() -> None:
