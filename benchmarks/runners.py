@@ -3,7 +3,7 @@
     sudo .venv/bin/python benchmarks/runners.py [--n 50]      # SSH rows need root (netns nodes)
 
 Rows: a local command; an SSH connection (handshake + first command); a command on a reused SSH
-connection (plain, with env through a 0600 file, with env through AcceptEnv); starting a detached
+connection (plain, with env ahead of stdin, with env through AcceptEnv); starting a detached
 process; ``sleep 1`` on 4 nodes at once (fan-out); a lease acquire + release; 4 netns nodes up and
 down. Prints a table (median, p90, max in ms) and writes ``benchmarks/out/runners.json``.
 
@@ -54,7 +54,7 @@ async def ssh_rows(nodes: NetnsNodes, n: int, tmp: Path) -> dict[str, list[float
                                            env_via="accept-env"))  # fmt: skip
     env = {"LAIR_A": "1", "LAIR_B": "two"}
     rows["ssh command, reused connection"] = await timed(n, lambda: file_env.run("true"))
-    rows["ssh command + env (0600 file)"] = await timed(n, lambda: file_env.run("true", env=env))
+    rows["ssh command + env (stdin)"] = await timed(n, lambda: file_env.run("true", env=env))
     rows["ssh command + env (AcceptEnv)"] = await timed(n, lambda: accept_env.run("true", env=env))
 
     async def start_and_kill() -> None:

@@ -72,7 +72,7 @@ class Cluster(_Strict):
 
     name: str = Field("", exclude=True)
     known_hosts: Literal["accept-new", "strict", "off"] = "accept-new"
-    env_via: Literal["file", "accept-env"] = "file"
+    env_via: Literal["stdin", "file", "accept-env"] = "stdin"
     known_hosts_file: str | None = None
     ssh_config: str | None = None
     connect_timeout_s: float = Field(10.0, gt=0)

@@ -11,8 +11,10 @@ Host keys (``SshOptions.known_hosts``):
 
 Env values never appear in a command line (``SshOptions.env_via``):
 
-- ``"file"`` (default, works with any sshd): written to a 0600 file in the login folder over its own
-  channel, sourced by the command's shell and deleted before the command runs.
+- ``"stdin"`` (default, any sshd, no extra round trip): sent as ``export K='v'`` lines ahead of the
+  command's stdin; the command's shell reads exactly those bytes (``head -c N``) and evaluates them.
+- ``"file"``: written to a 0600 file in the login folder over its own channel, sourced by the
+  command's shell and deleted before the command runs.
 - ``"accept-env"``: SSH environment requests (no extra round trip); the node's sshd must accept the
   names (``AcceptEnv``), and a name that did not arrive fails the command (exit 97).
 """
@@ -36,7 +38,7 @@ from lair.runners.base import Runner, env_guard
 __all__ = ["EnvVia", "KnownHostsPolicy", "SshOptions", "SshRunner", "SshTarget", "connect_options"]
 
 KnownHostsPolicy = Literal["accept-new", "strict", "off"]
-EnvVia = Literal["file", "accept-env"]
+EnvVia = Literal["stdin", "file", "accept-env"]
 PGID_MARK = b"@lair-pgid "
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -46,7 +48,7 @@ class SshOptions:
     """Per-cluster SSH settings (``[clusters.NAME]`` keys of the same names)."""
 
     known_hosts: KnownHostsPolicy = "accept-new"
-    env_via: EnvVia = "file"
+    env_via: EnvVia = "stdin"
     known_hosts_file: str | None = None
     ssh_config: str | None = None
     connect_timeout_s: float = 10.0
@@ -178,27 +180,34 @@ class SshRunner(Runner):
                 self._conn = None
 
     # -- primitives ----------------------------------------------------------------------------
-    def _wrap(self, script: str, env: Mapping[str, str] | None, env_file: str | None) -> str:
+    def _wrap(
+        self, script: str, env: Mapping[str, str] | None, env_file: str | None, env_bytes: int = 0
+    ) -> str:
         """Run ``script`` as the leader of a new session whose id is printed first on stderr,
         so that a timeout can kill the whole group on the node."""
         if env_file:
             f = shlex.quote(env_file)
             prelude = f". ./{f}; rm -f ./{f}"
+        elif env_bytes:
+            prelude = f'eval "$(head -c {env_bytes})"'
         else:
             prelude = env_guard(env)
         inner = f'echo "@lair-pgid $$" >&2; {prelude + "; " if prelude else ""}{script}'
         return f"exec setsid -w sh -c {shlex.quote(inner)}"
 
-    async def _env_file(self, env: Mapping[str, str] | None) -> str | None:
-        """Write ``env`` as ``export K='v'`` lines to a fresh 0600 file in the login folder."""
-        if not env or self.options.env_via != "file":
-            return None
+    def _exports(self, env: Mapping[str, str]) -> bytes:
+        """``env`` as shell ``export K='v'`` lines (names checked, values quoted)."""
         bad = [k for k in env if not _ENV_NAME.match(k)]
         if bad:
             raise RunnerError(f"invalid environment variable name(s): {', '.join(bad)}", host=self.host)
+        return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()).encode()
+
+    async def _env_file(self, env: Mapping[str, str] | None) -> str | None:
+        """Write ``env`` as ``export`` lines to a fresh 0600 file in the login folder."""
+        if not env or self.options.env_via != "file":
+            return None
         name = f".lair-env-{secrets.token_hex(8)}"
-        body = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
-        await self.put_file(name, body.encode(), mode=0o600)
+        await self.put_file(name, self._exports(env), mode=0o600)
         return name
 
     async def _exec(
@@ -209,8 +218,10 @@ class SshRunner(Runner):
         conn = await self.connection()
         async with self._sessions:
             env_file = await self._env_file(env)
+            head = self._exports(env) if env and self.options.env_via == "stdin" else b""
+            channel_env = env if self.options.env_via == "accept-env" else None
             try:
-                proc = await self._open(conn, self._wrap(script, env, env_file), None if env_file else env)
+                proc = await self._open(conn, self._wrap(script, env, env_file, len(head)), channel_env)
             except RunnerError:
                 if env_file:  # the command never ran to source and delete it
                     with contextlib.suppress(Exception):
@@ -218,7 +229,8 @@ class SshRunner(Runner):
                 raise
             pgid: list[int] = []
             try:
-                return await asyncio.wait_for(self._communicate(proc, stdin, pgid), timeout)
+                data = head + stdin if stdin else head or None
+                return await asyncio.wait_for(self._communicate(proc, data, pgid), timeout)
             except (TimeoutError, asyncio.CancelledError):
                 await self._kill_group(conn, pgid)
                 raise

@@ -95,7 +95,7 @@ def test_unreachable_node_fails_fast_with_a_runner_error(ssh_nodes: NetnsNodes) 
     assert info.value.host == "ghost" and time.monotonic() - start < 10
 
 
-@pytest.mark.parametrize("env_via", ["file", "accept-env"])
+@pytest.mark.parametrize("env_via", ["stdin", "file", "accept-env"])
 def test_env_values_never_reach_a_command_line(ssh_nodes: NetnsNodes, env_via: EnvVia) -> None:
     node = cluster_nodes(ssh_nodes)[0]
     secret = "tok-'quoted' $dollar `tick` \\ end"
@@ -103,7 +103,9 @@ def test_env_values_never_reach_a_command_line(ssh_nodes: NetnsNodes, env_via: E
 
     async def main() -> tuple[str, str, str]:
         async with SshRunner(node, SshOptions(known_hosts="off", env_via=env_via)) as r:
-            seen = (await r.run('printf "%s|%s" "$LAIR_TOKEN" "$LAIR_PLAIN"', env=env)).stdout
+            seen = (
+                await r.run('printf "%s|%s|" "$LAIR_TOKEN" "$LAIR_PLAIN"; cat', env=env, stdin=b"in")
+            ).stdout
             cmdlines = (
                 await r.run("cat /proc/$$/cmdline /proc/$PPID/cmdline | tr '\\0' ' '", env=env)
             ).stdout
@@ -111,7 +113,7 @@ def test_env_values_never_reach_a_command_line(ssh_nodes: NetnsNodes, env_via: E
         return seen, cmdlines, leftovers
 
     seen, cmdlines, leftovers = asyncio.run(main())
-    assert seen == f"{secret}|plain"
+    assert seen == f"{secret}|plain|in"  # the command's own stdin is intact
     assert "tok-" not in cmdlines and "plain" not in cmdlines and "@lair-pgid" in cmdlines
     assert leftovers == "0"  # the env file is deleted before the command runs
 
