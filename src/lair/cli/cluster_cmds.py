@@ -27,6 +27,7 @@ def register(sub: Any) -> None:
     )
     q.add_argument("--known-hosts", choices=("accept-new", "strict", "off"), help="host key policy")
     q.add_argument("--known-hosts-file", metavar="PATH")
+    q.add_argument("--env-via", choices=("stdin", "file", "accept-env"), help="how env values reach commands")
     q.add_argument("--ssh-config", metavar="PATH", help="OpenSSH config file to read")
     q.add_argument("--replace", action="store_true", help="overwrite an existing cluster")
     q.set_defaults(handler=cmd_add)
@@ -85,7 +86,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     from lair.inventory.model import parse_inventory
 
     fields: dict[str, Any] = {"nodes": [parse_node_spec(s, i) for i, s in enumerate(args.node)]}
-    for attr in ("known_hosts", "known_hosts_file", "ssh_config"):
+    for attr in ("known_hosts", "known_hosts_file", "ssh_config", "env_via"):
         if getattr(args, attr):
             fields[attr] = getattr(args, attr)
     cluster: Cluster = parse_inventory({"clusters": {args.name: fields}}, "--node").get(args.name)

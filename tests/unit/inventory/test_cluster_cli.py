@@ -45,12 +45,14 @@ def test_add_list_show_nodes_remove(home: Path, capsys: pytest.CaptureFixture[st
         "--node", "name=n1,address=10.0.0.2,rank=0,gpus=1",
         "--node", "name=n2,address=10.0.0.3,rank=1",
         "--known-hosts", "off",
+        "--env-via", "accept-env",
     )  # fmt: skip
     assert rc == 0 and "2 node(s) saved" in err
     rc, out, _ = run(capsys, "cluster", "list", "--json")
     assert json.loads(out) == [{"name": "lab", "nodes": 2, "gpus": 1, "known_hosts": "off"}]
     rc, out, _ = run(capsys, "cluster", "show", "lab", "--json")
     shown = json.loads(out)
+    assert (shown["known_hosts"], shown["env_via"]) == ("off", "accept-env")
     assert shown["name"] == "lab" and [n["address"] for n in shown["nodes"]] == ["10.0.0.2", "10.0.0.3"]
     acquire("lab", 1, run_id="run-7")
     rc, out, _ = run(capsys, "nodes", "--json")
