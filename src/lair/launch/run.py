@@ -74,14 +74,23 @@ class Session:
         self.journal.save(self.record)
 
     async def stage(self, stage: Stage) -> None:
-        """Run ``stage`` on every node at once; the first error is raised after all have finished."""
-        results = await asyncio.gather(*(ex.run_stage(stage) for ex in self.execs), return_exceptions=True)
-        self.save()
-        errors = [(ex, r) for ex, r in zip(self.execs, results, strict=True) if isinstance(r, BaseException)]
-        for ex, r in errors:
-            ex.record.errors.append(f"{stage.value}: {r}")
-        for _, r in errors:
-            raise r
+        """Run ``stage`` on every node at once. The first failure cancels the other nodes' steps
+        (their commands' process groups are killed) and is raised once they have all ended."""
+        tasks = [asyncio.create_task(ex.run_stage(stage)) for ex in self.execs]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.save()
+        failed = [
+            (ex, t) for ex, t in zip(self.execs, tasks, strict=True) if not t.cancelled() and t.exception()
+        ]
+        for ex, t in failed:
+            ex.record.errors.append(f"{stage.value}: {t.exception()}")
+        if failed:
+            raise failed[0][1].exception()  # type: ignore[misc]
 
     async def close(self) -> None:
         for ex in self.execs:

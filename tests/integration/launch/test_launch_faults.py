@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -84,10 +85,16 @@ def _launch_fails(recipe: str, *args: str) -> tuple[str, str]:
 def test_hook_failure_fails_the_launch_and_rolls_back(
     ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path, roles: Path, tiny_model: Path
 ) -> None:
-    before = '{ run = "echo hook-said-no >&2; exit 3", timeout_s = 30 }'
+    # rank 1 fails at once while rank 0 is still busy: rank 0's hook is cut short, not awaited
+    busy = f"echo $$ > {markers}/busy-0; exec sleep 120"
+    fail = "echo hook-said-no >&2; exit 3"
+    before = f'{{ run = "if [ $LAIR_NODE_RANK = 1 ]; then {fail}; fi; {busy}" }}'
     recipe = _recipe(tmp_path, markers, script=_serving(roles, tiny_model), before=before)
+    t0 = time.monotonic()
     run_id, err = _launch_fails(recipe)
+    assert time.monotonic() - t0 < 60
     assert "hook-said-no" in err and "exit code: 3" in err and "rolling back" in err
+    assert not [p for p in _pids(markers, "busy") if pid_alive(p)]
     assert run_record(lair_home, run_id)["state"] == "failed"
     assert not any(n["started"] for n in run_record(lair_home, run_id)["nodes"])
     _after_stop_ran(markers)
