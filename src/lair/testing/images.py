@@ -88,6 +88,7 @@ def build_python_image(
     except BrokenPipeError:
         pass  # docker import gave up: its stderr says why
     err = proc.stderr.read()
+    proc.stderr.close()
     if proc.wait() != 0:
         raise RuntimeError(f"docker import {tag} failed: {err.decode(errors='replace')[-1000:]}")
     return tag
