@@ -132,13 +132,13 @@ async def teardown(s: Session, *, failed: bool) -> list[str]:
 
 
 class _Signals:
-    """SIGINT/SIGTERM: the first cancels start-up (or ends serving); later ones are reported only."""
+    """SIGINT/SIGTERM/SIGHUP: the first cancels start-up (or ends serving); later ones are only reported."""
 
     def __init__(self, s: Session, task: asyncio.Task[object]) -> None:
         self.s, self.task, self.stop, self.count = s, task, asyncio.Event(), 0
         self.serving = False
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, self.handle, sig)
 
     def handle(self, sig: int) -> None:
@@ -154,7 +154,7 @@ class _Signals:
 
     def remove(self) -> None:
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.remove_signal_handler(sig)
 
 

@@ -152,7 +152,9 @@ def _foreground(recipe: str, home: Path) -> tuple[subprocess.Popen[str], str]:
 STAGES = ["before_serve", "ready", "serving"]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"]
+)
 @pytest.mark.parametrize("stage", STAGES)
 def test_signal_during_stage_stops_cleanly(
     stage: str, sig: int, ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path,
