@@ -146,7 +146,8 @@ def test_launch_bench_writes_a_report_then_stops(lair_home: Path, tmp_path: Path
     recipe.parent.mkdir()
     shutil.copyfile(TINY, recipe)
     args = ["--bench", "--bench-contexts", "64", "--bench-decode-tokens", "8", "--bench-repeat", "1"]
-    res = lair("launch", str(recipe), *args, "--json", timeout=180)
+    tokenizer = "/tmp/lair-tiny-cpu-model/hf/tokenizer.json"  # built by the example's hook (MODEL_DIR)
+    res = lair("launch", str(recipe), *args, "--bench-tokenizer", tokenizer, "--json", timeout=180)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     (cell,) = out["bench"]["cells"]
