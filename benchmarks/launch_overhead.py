@@ -123,6 +123,11 @@ def measure(
     samples = [fn(i) for i in range(runs)]
     if name.startswith("fanout"):
         vals = [hook_stage_wall(str(s["progress"])) for s in samples]
+        sums = [
+            sum(float(d) for d in re.findall(r": hook: [^(]*\(([\d.]+)s\)", str(s["progress"])))
+            for s in samples
+        ]
+        results["fanout-4-serial-sum"] = {"samples_s": sums, "median_s": statistics.median(sums)}
     else:
         vals = [float(s["to_engine_start_s"]) - own for s in samples]  # type: ignore[arg-type]
     results[name] = {"samples_s": vals, "median_s": statistics.median(vals), "target_s": TARGETS[name]}
@@ -195,6 +200,12 @@ def main() -> int:
             ok = "yes" if r["median_s"] < r["target_s"] else "NO"
             cells = f"{r['median_s']:>7.3f}s | {min(s):>7.3f}s | {max(s):>7.3f}s | <{r['target_s']:>6.1f}s"
             print(f"| {label:<30} | {cells} | {ok:<2} |")
+    serial = results.get("fanout-4-serial-sum")
+    if isinstance(serial, dict):
+        print(
+            f"(the 4 hooks' own durations add up to {serial['median_s']:.2f}s: "
+            "one after another they would take that long)"
+        )
     print(f"samples: {OUT / 'launch_overhead.json'}")
     return 0
 
