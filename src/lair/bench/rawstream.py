@@ -26,6 +26,7 @@ _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 _READ_SIZE = 1 << 15
 """Small enough that each read buffer comes from the heap: a larger one costs mmap/munmap per read."""
 _RESOLVED: dict[tuple[str, int], Any] = {}
+_TIMESPEC = struct.Struct("qq")
 
 
 def _realtime_offset() -> float:
@@ -50,20 +51,24 @@ class RawStream:
         self.send_t = 0.0
         self.rest = b""
         self.finished = False
+        self._kernel: list[float | None] | None = None
 
     def close(self) -> None:
         self.finished = True
         self.sock.close()
 
     def _kernel_times(self) -> list[float | None]:
-        offset = _realtime_offset()
+        if self._kernel is not None:
+            return self._kernel
+        offset, unpack = _realtime_offset(), _TIMESPEC.unpack_from
         out: list[float | None] = []
         for local, stamp in zip(self.times, self.stamps, strict=True):
             kernel = None
             if len(stamp) >= 16:
-                sec, nsec = struct.unpack("qq", stamp[:16])
+                sec, nsec = unpack(stamp)
                 kernel = sec + nsec * 1e-9 - offset
             out.append(kernel if kernel is not None and self.send_t <= kernel <= local + 1e-3 else None)
+        self._kernel = out
         return out
 
     def arrival_times(self) -> list[float]:
