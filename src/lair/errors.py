@@ -49,8 +49,10 @@ class Issue:
     code: str = ""
 
     def render(self) -> str:
-        head = f"{self.file}:{self.line}:{self.col}: {self.path}: {self.message}" if self.path else (
-            f"{self.file}:{self.line}:{self.col}: {self.message}"
+        head = (
+            f"{self.file}:{self.line}:{self.col}: {self.path}: {self.message}"
+            if self.path
+            else (f"{self.file}:{self.line}:{self.col}: {self.message}")
         )
         return head + (f"\n\nhint: {self.hint}" if self.hint else "")
 
@@ -107,8 +109,11 @@ class PlaceholderError(LairError):
 
     def __init__(self, names: list[str], *, where: str = "", hint: str = "") -> None:
         self.names = names
-        msg = "unresolved placeholder" + ("s" if len(names) > 1 else "") + ": " + ", ".join(
-            "{" + n + "}" for n in names
+        msg = (
+            "unresolved placeholder"
+            + ("s" if len(names) > 1 else "")
+            + ": "
+            + ", ".join("{" + n + "}" for n in names)
         )
         if where:
             msg += f" in {where}"
