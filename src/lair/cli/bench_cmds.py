@@ -57,7 +57,15 @@ def register(sub: Any) -> None:
     rs = p.add_subparsers(dest="report_command", metavar="ACTION", required=True)
     q = rs.add_parser("show", help="print a report folder's table")
     q.add_argument("dir", metavar="DIR")
-    q.add_argument("--json", action="store_true", help="print results.json")
+    q.add_argument("--json", action="store_true", help="print results.json (plus a roofline section)")
+    q.add_argument(
+        "--model", help="model folder / GGUF / HF cache entry for the roofline (default: the recipe's)"
+    )
+    q.add_argument(
+        "--gpu",
+        help='GPU model for the roofline, e.g. "H200" (default: recipe meta.hardware, then the fingerprint)',
+    )
+    q.add_argument("--gpus", type=int, help="number of GPUs for the roofline")
     q.set_defaults(handler=cmd_report_show)
     q = rs.add_parser("compare", help="two reports side by side, deltas in %% (B against A)")
     q.add_argument("a", metavar="A")
@@ -143,12 +151,14 @@ def _recipe_name(path: Path, values: dict[str, str]) -> str:
 
 def cmd_report_show(args: argparse.Namespace) -> int:
     from lair.report import load_report, markdown
+    from lair.report.roofline import rate_report, roofline_markdown
 
     doc = load_report(args.dir)
+    rr = rate_report(args.dir, doc, model=args.model, gpu=args.gpu, gpus=args.gpus)
     if args.json:
-        dump_json(doc)
+        dump_json({**doc, "roofline": rr.as_dict()})
     else:
-        print(markdown(doc), end="")
+        print(markdown(doc) + roofline_markdown(rr), end="")
     return 0
 
 
