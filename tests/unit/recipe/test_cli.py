@@ -53,10 +53,22 @@ def test_show_json_is_the_model(capsys: pytest.CaptureFixture[str]) -> None:
 def test_show_human_in_page_order(capsys: pytest.CaptureFixture[str]) -> None:
     page = ROOT / "examples" / "dsv41-1017-engram-ssd" / "recipe.toml"
     rc, out, _ = run(capsys, "show", str(page))
-    order = ["Launch command", "env", "flags", "notes", "Engine", "Hardware", "Context", "KV pool", "Speed by context"]
+    order = [
+        "Launch command",
+        "env",
+        "flags",
+        "notes",
+        "Engine",
+        "Hardware",
+        "Context",
+        "KV pool",
+        "Speed by context",
+    ]
     positions = [out.index("\n" + h + "\n") for h in order]
     assert rc == 0 and positions == sorted(positions)
-    assert "1,071,558 tokens" in out and "change-me" in out  # the page's own launch command is shown as published
+    assert (
+        "1,071,558 tokens" in out and "change-me" in out
+    )  # the page's own launch command is shown as published
 
 
 def test_show_hides_secret_env_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -108,4 +120,6 @@ def test_set_and_rig_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_scripts_lists_builtins(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "scripts", "--json")
-    assert rc == 0 and {"unlock_display_ram", "restore_display_ram", "make_tiny_model"} <= set(json.loads(out))
+    assert rc == 0 and {"unlock_display_ram", "restore_display_ram", "make_tiny_model"} <= set(
+        json.loads(out)
+    )

@@ -33,7 +33,8 @@ def test_first_error_is_located(name: str) -> None:
 def test_all_errors_of_a_file_in_one_run(tmp_path: Path) -> None:
     bad = tmp_path / "many.toml"
     bad.write_text(
-        'engine = "vlm"\nport = "abc"\ncpus = 0\ntensor_paralel_size = 2\n\n[env]\nX = 1\n\n[meta]\ntitel = "t"\n'
+        'engine = "vlm"\nport = "abc"\ncpus = 0\ntensor_paralel_size = 2\n\n'
+        '[env]\nX = 1\n\n[meta]\ntitel = "t"\n'
     )
     result = check_file(bad)
     where = [(i.line, i.path) for i in result.errors]

@@ -90,7 +90,9 @@ def test_missing_rig_is_a_clear_error() -> None:
         load_rig("nope")
 
 
-def test_redacted_toml_keeps_comments_and_hides_secrets(recipe_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_redacted_toml_keeps_comments_and_hides_secrets(
+    recipe_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("API_KEY", "sk-live-123")
     text = redacted_toml(recipe_file, {"MODEL_DIR": "/models/m"})
     assert "sk-live-123" not in text

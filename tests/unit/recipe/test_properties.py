@@ -14,7 +14,9 @@ from lair.errors import RecipeError
 from lair.recipe import check_text, export_text, load_text
 from lair.recipe.model import ENGINES, Recipe
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 text_st = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="{}"), max_size=30)
 name_st = st.from_regex(r"[A-Z_][A-Z0-9_]{0,12}", fullmatch=True)
 abs_path = st.from_regex(r"/[a-z0-9_.-]{1,12}(/[a-z0-9_.-]{1,12}){0,3}", fullmatch=True)
@@ -31,7 +33,9 @@ def recipes(draw: st.DrawFn) -> dict[str, Any]:
         "port": draw(st.integers(1, 65535)),
         "args": draw(st.lists(text_st, max_size=4)),
         "env": draw(st.dictionaries(name_st, text_st, max_size=5)),
-        "before_serve": draw(st.lists(st.one_of(text_st.filter(bool), st.just({"script": "make_tiny_model"})), max_size=3)),
+        "before_serve": draw(
+            st.lists(st.one_of(text_st.filter(bool), st.just({"script": "make_tiny_model"})), max_size=3)
+        ),
         "extra_mounts": [
             {"host": h, "container": c, "read_only": ro}
             for h, c, ro in draw(st.lists(st.tuples(abs_path, abs_path, st.booleans()), max_size=3))
@@ -43,7 +47,9 @@ def recipes(draw: st.DrawFn) -> dict[str, Any]:
                 {"context": c, "concurrency": n, "decode_tok_s": d}
                 for c, n, d in draw(
                     st.lists(
-                        st.tuples(st.integers(1, 2**21), st.integers(1, 256), st.floats(0.5, 1e5, allow_nan=False)),
+                        st.tuples(
+                            st.integers(1, 2**21), st.integers(1, 256), st.floats(0.5, 1e5, allow_nan=False)
+                        ),
                         max_size=3,
                     )
                 )
@@ -83,7 +89,9 @@ json_values = st.recursive(
     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
     max_leaves=20,
 )
-keys = st.sampled_from(["engine", "port", "env", "meta", "extra_mounts", "before_serve", "cpus", "placeholders", "x"])
+keys = st.sampled_from(
+    ["engine", "port", "env", "meta", "extra_mounts", "before_serve", "cpus", "placeholders", "x"]
+)
 
 
 @SETTINGS

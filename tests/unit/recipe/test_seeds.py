@@ -59,16 +59,27 @@ def test_page_seed_has_a_home_for_every_field() -> None:
     assert all(f"- {k.name}={k.value}" in page for k in m.env_knobs) and len(m.env_knobs) == 16
     assert m.flags and m.flags[:60] in page and m.notes and m.notes[:60] in page
     assert m.engine and m.engine.install_note and m.engine.install_note[:80] in page
-    assert m.hardware and (m.hardware.gpu_model, m.hardware.gpu_count, m.hardware.vram_gb) == ("RTX PRO 6000", 2, 96)
+    assert m.hardware and (m.hardware.gpu_model, m.hardware.gpu_count, m.hardware.vram_gb) == (
+        "RTX PRO 6000",
+        2,
+        96,
+    )
     assert (m.max_context, m.kv_pool_tokens) == (1048576, 1071558)
     rows = [(p.context, p.concurrency, p.prefill_tok_s, p.decode_tok_s) for p in m.performance]
-    assert rows == [(2048, 1, None, 163), (40960, None, 7360, None), (46080, 1, None, 167.3), (46080, 4, None, 307.3)]
+    assert rows == [
+        (2048, 1, None, 163),
+        (40960, None, 7360, None),
+        (46080, 1, None, 167.3),
+        (46080, 4, None, 307.3),
+    ]
     assert {p.provenance for p in m.performance} == {"reported"}
     assert [q.score for q in m.quality] == [98.5, 97.0]
     assert m.needles[0].found and m.needles[0].seconds == 111.0
     assert m.requirements and m.requirements.driver_floor == "unknown - check the image tag"
     assert m.downloads and m.revisions[0].note == "Initial version."
-    assert r.placeholders["API_KEY"].type == "secret" and r.placeholders["PACK"].default == "/models/dsv41-1017"
+    assert (
+        r.placeholders["API_KEY"].type == "secret" and r.placeholders["PACK"].default == "/models/dsv41-1017"
+    )
 
 
 @pytest.mark.parametrize("path", [LAUNCHER, PAGE], ids=["launcher", "page"])
