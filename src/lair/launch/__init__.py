@@ -8,7 +8,8 @@
 
 Modules: :mod:`~lair.launch.resolve` (nodes, run ids, trust sources), :mod:`~lair.launch.node` (one
 node's steps), :mod:`~lair.launch.run` (the lifecycle), :mod:`~lair.launch.readiness`,
-:mod:`~lair.launch.journal`, :mod:`~lair.launch.control` (status/logs/stop), :mod:`~lair.launch.trust_store`.
+:mod:`~lair.launch.journal`, :mod:`~lair.launch.control` (status/logs/stop), :mod:`~lair.launch.trust_store`,
+:mod:`~lair.launch.fault_injection` (``LAIR_PAUSE_BEFORE_STAGE``: hold start-up before a stage, for tests).
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ class Session:
 
         self.plan, self.record, self.journal = plan, record, journal
         self.tearing_down = False  # from then on signals no longer cancel anything
+        self.pause_before: frozenset[Stage] = frozenset()  # fault injection, see fault_injection
         self.t0 = time.monotonic()
         self._progress = progress
         self.execs = [
@@ -159,11 +160,14 @@ class _Signals:
 
 
 async def _start(s: Session) -> float:
+    from lair.launch.fault_injection import pause_before
     from lair.launch.readiness import wait_ready
     from lair.plan import Stage
 
     for stage in (Stage.PREPARE, Stage.BEFORE_SERVE, Stage.STAGE_MOUNTS, Stage.START, Stage.SERVE):
+        await pause_before(stage, s.pause_before, s.say)
         await s.stage(stage)
+    await pause_before(Stage.READY, s.pause_before, s.say)
     ready = s.plan.head.stage(Stage.READY)[0]
     s.say(f"waiting for {', '.join(ready.urls or [])} (up to {ready.timeout_s:g}s)")
     took = await wait_ready(s.execs, ready.urls or [], ready.timeout_s or s.plan.run.ready_timeout_s)
@@ -276,8 +280,10 @@ def launch(
 ) -> LaunchResult:
     """Launch a recipe; returns when it is ready (detached) or once it stopped (foreground, or after
     ``on_ready(result)`` returned: it runs in a thread while the run serves, then the run stops)."""
+    from lair.launch.fault_injection import pause_stages
     from lair.launch.resolve import prepare
 
+    pauses = pause_stages()  # before anything is leased: a typo'd stage name fails here
     prep = prepare(req, lease=True)
     p = prep.plan
     now = time.time()
@@ -296,6 +302,7 @@ def launch(
     journal = Journal(p.run.run_id)
     journal.create(p.model_dump_json(indent=2), record)
     session = Session(p, record, journal, prep.nodes, progress)
+    session.pause_before = pauses
     session.say(f"run {p.run.run_id} on {', '.join(f'{n.name} ({n.address})' for n in p.nodes)}")
     if prep.acceptance is not None:
         asked = "; ".join(f"{k}: {v}" for k, vs in prep.acceptance.requests.items() for v in vs)

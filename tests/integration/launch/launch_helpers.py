@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -26,9 +27,15 @@ def lair(*args: str, timeout: float = 120, check: bool = False) -> subprocess.Co
     return res
 
 
-def start_lair(*args: str) -> subprocess.Popen[str]:
-    """``lair ARGS`` in the background (foreground launches that a test signals)."""
-    return subprocess.Popen([*LAIR, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start_lair(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``lair ARGS`` in the background (foreground launches that a test signals); ``env`` is added."""
+    return subprocess.Popen(
+        [*LAIR, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def wait_for(cond: Callable[[], Any], timeout: float = 60, what: str = "condition") -> Any:
@@ -89,17 +96,12 @@ def leftovers(home: Path, run_id: str, nodes: NetnsNodes | None, docker: bool) -
 
     rec = run_record(home, run_id)
     containers: list[str] = []
-    if docker and nodes is not None:
+    if docker and nodes is None:
+        containers += [f"local:{c}" for c in local_containers(run_id).split()]
+    elif docker and nodes is not None:
         for n in nodes.nodes:
             env = {**os.environ, "DOCKER_HOST": n.docker_host or ""}
-            out = subprocess.run(
-                ["docker", "ps", "-aq", "--filter", f"label=lair.run={run_id}"],
-                capture_output=True,
-                text=True,
-                env=env,
-                check=True,
-            ).stdout
-            containers += [f"{n.name}:{c}" for c in out.split()]
+            containers += [f"{n.name}:{c}" for c in local_containers(run_id, env).split()]
     pids = [int(n["pid"]) for n in rec["nodes"] if n.get("pid")]
     workdirs = [str(p) for p in Path("/tmp").glob(f"lair-{run_id}-r*")]
     held = [
@@ -111,15 +113,69 @@ def leftovers(home: Path, run_id: str, nodes: NetnsNodes | None, docker: bool) -
     return Leftovers(containers, [p for p in pids if pid_alive(p)], workdirs, held)
 
 
+def local_containers(run_id: str, env: dict[str, str] | None = None) -> str:
+    """IDs of the run's containers (running or not) on this machine's Docker engine (or ``env``'s)."""
+    return subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=lair.run={run_id}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout.strip()
+
+
 def assert_clean(home: Path, run_id: str, nodes: NetnsNodes | None = None, *, docker: bool = False) -> None:
     left = leftovers(home, run_id, nodes, docker)
     assert left == Leftovers([], [], [], []), f"run {run_id} left {left}"
+
+
+def start_foreground(
+    recipe: str, home: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """``lair launch RECIPE ARGS`` in the foreground, once its run journal exists: (process, run id)."""
+    before = run_ids(home)
+    proc = start_lair("launch", recipe, *args, env=env)
+    run_id = wait_for(lambda: newest_run(home, before), what="the run journal")
+    return proc, run_id
+
+
+def events(home: Path, run_id: str) -> str:
+    """The run's progress lines so far (``events.log``)."""
+    p = runs_dir(home) / run_id / "events.log"
+    return p.read_text() if p.exists() else ""
 
 
 def signal_and_wait(proc: subprocess.Popen[str], sig: int, timeout: float = 120) -> tuple[int, str]:
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=timeout)
     return proc.returncode, err
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def hub_repo(root: Path, gguf: Path) -> Path:
+    """A Hugging Face hub cache repo under ``root`` whose snapshot links ``sub/tiny-llama.gguf`` into
+    ``blobs/`` (relative symlink), as the hub lays it out."""
+    repo = root / "hub" / "models--lair--tiny"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    snap = repo / "snapshots" / "abc123" / "sub"
+    snap.mkdir(parents=True)
+    shutil.copyfile(gguf, repo / "blobs" / "sha256-gguf")
+    (snap / "tiny-llama.gguf").symlink_to("../../../blobs/sha256-gguf")
+    return repo
+
+
+def assert_after_stop_ran(markers: Path, ranks: tuple[int, ...] = (0, 1)) -> None:
+    """The recipe's ``after_stop`` hook (``touch MARKERS/after-stop-$LAIR_NODE_RANK``) ran on ``ranks``."""
+    assert sorted(p.name for p in markers.glob("after-stop-*")) == [f"after-stop-{r}" for r in ranks]
 
 
 def write_recipe(path: Path, text: str) -> str:
@@ -136,14 +192,20 @@ def python_rig(home: Path, name: str, values: dict[str, str]) -> str:
 
 __all__ = [
     "LAIR",
+    "assert_after_stop_ran",
     "assert_clean",
+    "events",
+    "free_port",
+    "hub_repo",
     "lair",
+    "local_containers",
     "newest_run",
     "pid_alive",
     "python_rig",
     "run_ids",
     "run_record",
     "signal_and_wait",
+    "start_foreground",
     "start_lair",
     "wait_for",
     "write_recipe",

@@ -6,26 +6,28 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 from launch_helpers import (
+    assert_after_stop_ran,
     assert_clean,
+    events,
     lair,
     newest_run,
     pid_alive,
     run_ids,
     run_record,
     signal_and_wait,
-    start_lair,
+    start_foreground,
     wait_for,
     write_recipe,
 )
 from launch_roles import role_script
 
+from lair.launch.fault_injection import PAUSE_ENV
 from lair.testing.nodes import NetnsNodes
 
 pytestmark = [pytest.mark.integration, pytest.mark.ssh]
@@ -64,10 +66,6 @@ def _serving(roles: Path, tiny_model: Path) -> str:
     return role_script(sys.executable, str(roles), str(tiny_model))
 
 
-def _after_stop_ran(markers: Path, ranks: tuple[int, ...] = (0, 1)) -> None:
-    assert sorted(p.name for p in markers.glob("after-stop-*")) == [f"after-stop-{r}" for r in ranks]
-
-
 def _pids(markers: Path, prefix: str) -> list[int]:
     return [int(p.read_text().split()[0]) for p in sorted(markers.glob(f"{prefix}-*"))]
 
@@ -97,7 +95,7 @@ def test_hook_failure_fails_the_launch_and_rolls_back(
     assert not [p for p in _pids(markers, "busy") if pid_alive(p)]
     assert run_record(lair_home, run_id)["state"] == "failed"
     assert not any(n["started"] for n in run_record(lair_home, run_id)["nodes"])
-    _after_stop_ran(markers)
+    assert_after_stop_ran(markers)
     assert_clean(lair_home, run_id)
 
 
@@ -112,7 +110,7 @@ def test_hook_failure_with_warn_goes_on(
     assert res.stderr.count("on_failure = warn") == 2
     stop = lair("stop", run_id, timeout=120)
     assert stop.returncode == 0 and "verified" in stop.stderr, stop.stderr
-    _after_stop_ran(markers)
+    assert_after_stop_ran(markers)
     assert_clean(lair_home, run_id)
 
 
@@ -122,14 +120,14 @@ def test_engine_exit_during_start_up_fails_at_once_with_its_log(
     script = 'if [ "$LAIR_NODE_RANK" = 1 ]; then echo engine-boom >&2; exit 7; fi; exec sleep 120'
     run_id, err = _launch_fails(_recipe(tmp_path, markers, script=script, ready=120))
     assert "process exited during start-up" in err and "engine-boom" in err
-    _after_stop_ran(markers)
+    assert_after_stop_ran(markers)
     assert_clean(lair_home, run_id)
 
 
 def test_readiness_timeout(ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path) -> None:
     run_id, err = _launch_fails(_recipe(tmp_path, markers, script="exec sleep 120", ready=1.5))
     assert "not ready after 1.5s" in err and "/health" in err
-    _after_stop_ran(markers)
+    assert_after_stop_ran(markers)
     assert_clean(lair_home, run_id)
 
 
@@ -138,15 +136,8 @@ def test_unreachable_node(ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path
     recipe = _recipe(tmp_path, markers, script="exec sleep 120")
     run_id, err = _launch_fails(recipe, "--nodes", f"{ssh_nodes.nodes[0].address},{dead}")
     assert f"cannot connect to root@{dead}:22" in err
-    _after_stop_ran(markers, (0,))
+    assert_after_stop_ran(markers, (0,))
     assert_clean(lair_home, run_id)
-
-
-def _foreground(recipe: str, home: Path) -> tuple[subprocess.Popen[str], str]:
-    before = run_ids(home)
-    proc = start_lair("launch", recipe)
-    run_id = wait_for(lambda: newest_run(home, before), what="the run journal")
-    return proc, run_id
 
 
 STAGES = ["before_serve", "ready", "serving"]
@@ -166,7 +157,7 @@ def test_signal_during_stage_stops_cleanly(
         before = f'{{ run = "echo $$ > {markers}/busy-$LAIR_NODE_RANK; exec sleep 120" }}'
     if stage == "ready":
         script = f"echo $$ > {markers}/busy-$LAIR_NODE_RANK; exec sleep 120"
-    proc, run_id = _foreground(_recipe(tmp_path, markers, script=script, before=before), lair_home)
+    proc, run_id = start_foreground(_recipe(tmp_path, markers, script=script, before=before), lair_home)
     if stage == "serving":
         wait_for(lambda: run_record(lair_home, run_id)["state"] == "running", what="running")
     else:
@@ -177,27 +168,44 @@ def test_signal_during_stage_stops_cleanly(
     assert f"{signal.Signals(sig).name}: stopping" in err
     assert run_record(lair_home, run_id)["state"] == ("stopped" if stage == "serving" else "failed")
     assert not [p for p in busy if pid_alive(p)]
-    _after_stop_ran(markers)
+    assert_after_stop_ran(markers)
+    assert_clean(lair_home, run_id)
+
+
+@pytest.mark.parametrize("stage", ["prepare", "stage_mounts", "start", "serve"])
+def test_signal_paused_before_a_fast_stage_stops_cleanly(
+    stage: str, ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path
+) -> None:
+    # these stages take milliseconds: LAIR_PAUSE_BEFORE_STAGE holds lair at their start for the signal
+    recipe = _recipe(tmp_path, markers, script="exec sleep 120")
+    proc, run_id = start_foreground(recipe, lair_home, env={PAUSE_ENV: stage})
+    wait_for(lambda: f"paused before {stage}" in events(lair_home, run_id), what=f"the pause before {stage}")
+    pids = [n["pid"] for n in run_record(lair_home, run_id)["nodes"] if n["pid"]]
+    assert len(pids) == (2 if stage == "serve" else 0)
+    rc, err = signal_and_wait(proc, signal.SIGINT)
+    assert rc == 130 and "SIGINT: stopping" in err, err
+    assert run_record(lair_home, run_id)["state"] == "failed"
+    assert_after_stop_ran(markers)
     assert_clean(lair_home, run_id)
 
 
 def test_stop_from_another_shell(
     ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path, roles: Path, tiny_model: Path
 ) -> None:
-    proc, run_id = _foreground(_recipe(tmp_path, markers, script=_serving(roles, tiny_model)), lair_home)
+    proc, run_id = start_foreground(_recipe(tmp_path, markers, script=_serving(roles, tiny_model)), lair_home)
     wait_for(lambda: run_record(lair_home, run_id)["state"] == "running", what="running")
     stop = lair("stop", run_id, timeout=120)
     assert stop.returncode == 0 and "verified" in stop.stderr, stop.stderr
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "SIGTERM: stopping" in err
-    _after_stop_ran(markers)
+    assert_after_stop_ran(markers)
     assert_clean(lair_home, run_id)
 
 
 def test_killed_lair_process_leaves_an_orphan_that_stop_cleans(
     ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path, roles: Path, tiny_model: Path
 ) -> None:
-    proc, run_id = _foreground(_recipe(tmp_path, markers, script=_serving(roles, tiny_model)), lair_home)
+    proc, run_id = start_foreground(_recipe(tmp_path, markers, script=_serving(roles, tiny_model)), lair_home)
     wait_for(lambda: run_record(lair_home, run_id)["state"] == "running", what="running")
     proc.kill()  # SIGKILL: no clean-up from the launching process
     proc.communicate(timeout=30)
@@ -205,7 +213,7 @@ def test_killed_lair_process_leaves_an_orphan_that_stop_cleans(
     assert status["state"] == "orphaned" and [n["alive"] for n in status["nodes"]] == [True, True]
     stop = lair("stop", run_id, timeout=120)
     assert stop.returncode == 0 and "verified" in stop.stderr, stop.stderr
-    _after_stop_ran(markers)
+    assert_after_stop_ran(markers)
     assert_clean(lair_home, run_id)
 
 
@@ -213,11 +221,11 @@ def test_second_signal_during_rollback_does_not_cut_it_short(
     ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path, roles: Path, tiny_model: Path
 ) -> None:
     recipe = _recipe(tmp_path, markers, script=_serving(roles, tiny_model), slow_after=True)
-    proc, run_id = _foreground(recipe, lair_home)
+    proc, run_id = start_foreground(recipe, lair_home)
     wait_for(lambda: run_record(lair_home, run_id)["state"] == "running", what="running")
     proc.send_signal(signal.SIGINT)
     wait_for(lambda: len(list(markers.glob("stopping-*"))) == 2, what="after_stop hooks running")
     rc, err = signal_and_wait(proc, signal.SIGINT)
     assert rc == 0 and "SIGINT: already stopping" in err, err
-    _after_stop_ran(markers)
+    assert_after_stop_ran(markers)
     assert_clean(lair_home, run_id)

@@ -12,7 +12,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from launch_helpers import assert_clean, lair, run_record, write_recipe
+from launch_helpers import (
+    assert_clean,
+    free_port,
+    hub_repo,
+    lair,
+    local_containers,
+    run_record,
+    write_recipe,
+)
 
 pytestmark = [pytest.mark.integration]
 
@@ -71,41 +79,12 @@ SERVE = (
 )
 
 
-def _hub_repo(root: Path, gguf: Path) -> Path:
-    repo = root / "hub" / "models--lair--tiny"
-    (repo / "refs").mkdir(parents=True)
-    (repo / "blobs").mkdir()
-    (repo / "refs" / "main").write_text("abc123")
-    snap = repo / "snapshots" / "abc123" / "sub"
-    snap.mkdir(parents=True)
-    shutil.copyfile(gguf, repo / "blobs" / "sha256-gguf")
-    (snap / "tiny-llama.gguf").symlink_to("../../../blobs/sha256-gguf")
-    return repo
-
-
-def _containers(run_id: str) -> str:
-    return subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label=lair.run={run_id}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.docker
 def test_docker_hub_staging_serves_regular_files(
     engine_image: str, tiny_model: Path, lair_home: Path, tmp_path: Path
 ) -> None:
-    port = _free_port()
-    repo = _hub_repo(tmp_path, tiny_model)
+    port = free_port()
+    repo = hub_repo(tmp_path, tiny_model)
     text = HUB_RECIPE.format(image=engine_image, port=port, script=SERVE, repo=repo)
     recipe = write_recipe(tmp_path / "recipe.toml", text)
     res = lair("launch", recipe, "--detach", timeout=120)
@@ -121,7 +100,7 @@ def test_docker_hub_staging_serves_regular_files(
     finally:
         stop = lair("stop", run_id, timeout=60)
     assert stop.returncode == 0, stop.stderr
-    assert _containers(run_id) == ""
+    assert local_containers(run_id) == ""
     assert_clean(lair_home, run_id)
 
 
@@ -130,14 +109,14 @@ def test_docker_engine_exit_fails_with_its_log_and_removes_the_container(
     engine_image: str, lair_home: Path, tmp_path: Path
 ) -> None:
     text = HUB_RECIPE.split("[[extra_mounts]]")[0].format(
-        image=engine_image, port=_free_port(), script="echo container-boom >&2; exit 5", repo=""
+        image=engine_image, port=free_port(), script="echo container-boom >&2; exit 5", repo=""
     )
     before = set(os.listdir(lair_home / "runs")) if (lair_home / "runs").exists() else set()
     res = lair("launch", write_recipe(tmp_path / "r.toml", text), timeout=120)
     assert res.returncode == 1
     assert "container exited with code 5 during start-up" in res.stderr and "container-boom" in res.stderr
     (run_id,) = set(os.listdir(lair_home / "runs")) - before
-    assert _containers(run_id) == "" and run_record(lair_home, run_id)["state"] == "failed"
+    assert local_containers(run_id) == "" and run_record(lair_home, run_id)["state"] == "failed"
     assert_clean(lair_home, run_id)
 
 
@@ -177,7 +156,7 @@ def test_user_library_script_with_args_then_a_hook_timeout(lair_home: Path, tmp_
     (scripts / "lair_test_note.sh").write_text(
         '#!/bin/sh\nprintf "%s|%s|%s\\n" "$2" "$LAIR_NODE_RANK" "$0" > "$1/note"\n'
     )
-    port = _free_port()
+    port = free_port()
     slow = '{ run = "sleep 30", timeout_s = 1 }'
     recipe = write_recipe(tmp_path / "r.toml", HOOKS.format(port=port, out=tmp_path, before=slow))
     res = lair("launch", recipe, timeout=60)
