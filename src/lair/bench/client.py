@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import ssl
 import time
+from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
@@ -234,26 +237,136 @@ def _decode_all(datas: list[bytes]) -> list[Any]:
         return out
 
 
-def parse_stream(send_t: float, times: list[float], reads: list[bytes]) -> RequestTiming:
-    """Turn the recorded reads of one streamed response into a :class:`RequestTiming`."""
+def parse_stream(send_t: float, times: list[float], reads: list[bytes], full: bool = False) -> RequestTiming:
+    """Turn the recorded reads of one streamed response into a :class:`RequestTiming`.
+
+    Only the final usage event is JSON-decoded; content events are found and measured by byte
+    search, which gives the same result as decoding every event (``full=True``, also the path taken
+    for streams with an error event or an event the byte search does not cover)."""
     r = RequestTiming(send_t=send_t, done_t=times[-1] if times else send_t)
     status, _, segments, raw = _split_response(b"".join(reads))
     r.status = status
-    body = b"".join(raw[s:e] for s, e in segments)
     if status != 200:
+        body = b"".join(raw[s:e] for s, e in segments)
         r.error = f"HTTP {status}: {body[:300].decode('utf-8', 'replace')}" if status else "no response"
         return r
+    if segments and not full and not _has_key(raw, segments[0][0], b'"error"'):
+        if _lines_whole(segments, raw):  # scan the raw bytes: offsets there are read offsets
+            read_ends = list(accumulate(len(x) for x in reads))
+            if _scan_events(r, raw, segments[0][0], lambda ends: _times_at(read_ends, times, ends)):
+                return r
+        else:
+            body = b"".join(raw[s:e] for s, e in segments)
+            if _scan_events(r, body, 0, _OffsetMap(segments, times, reads).times_at):
+                return r
+    body = b"".join(raw[s:e] for s, e in segments)
+    _decode_events(r, body, _OffsetMap(segments, times, reads))
+    return r
+
+
+def _lines_whole(segments: list[tuple[int, int]], raw: bytes) -> bool:
+    """True when no SSE line is split by chunk framing (every chunk ends a line, as servers send
+    them), so the raw bytes can be searched in place of the de-chunked body."""
+    if len(segments) == 1 and segments[0][1] == len(raw):
+        return True
+    return all(raw[e - 1] == 10 for _, e in segments)
+
+
+def _times_at(read_ends: list[int], times: list[float], ends: list[int]) -> list[float]:
+    """Arrival of the read holding the byte just before each raw offset."""
+    last = len(times) - 1
+    return [times[min(bisect_left(read_ends, e), last)] for e in ends]
+
+
+_TEXT = re.compile(rb'"(?:content|reasoning_content|reasoning)"[ \t\r]*:[ \t\r]*"((?:[^"\\\n]|\\.)*)"')
+"""A text field and its (still JSON-escaped) string value. Outside a JSON string the quoted name can
+only be a key, and the value pattern consumes any string whole, escaped quotes included."""
+_COMPLETION = re.compile(rb'"completion_tokens"[ \t\r]*:[ \t\r]*(\d+)')
+_USAGE_KEY = re.compile(rb'"usage"\s*:\s*\{')
+_COLON = re.compile(rb"\s*:")
+
+
+def _has_key(buf: bytes, lo: int, quoted: bytes) -> bool:
+    """Whether ``quoted`` (a JSON key with its quotes) appears as a key in ``buf`` from ``lo`` on."""
+    pos = buf.find(quoted, lo)
+    while pos >= 0:
+        if _COLON.match(buf, pos + len(quoted)):
+            return True
+        pos = buf.find(quoted, pos + 1)
+    return False
+
+
+def _scan_events(r: RequestTiming, buf: bytes, lo: int, times_at: Callable[[list[int]], list[float]]) -> bool:
+    """The fast, exact parse of the events in ``buf[lo:]``: only the final usage event is
+    JSON-decoded, every content event is found and read by byte search. Returns False (recording
+    nothing) when the stream needs the full parse: an event with more than one text field, or text
+    or a final usage that does not decode."""
+    usable, usage = _last_usage(buf, lo)
+    if not usable:
+        return False
+    counts = buf.count(b'"completion_tokens"', lo)  # more than one: usage in every chunk
+    only = buf.find(b'"completion_tokens"', lo) if counts == 1 else -1
+    ends: list[int] = []
+    parts: list[bytes] = []
+    chars: list[int] = []
+    cum: list[int] = []
+    line_end = -1
+    for m in _TEXT.finditer(buf, lo):
+        if m.start() < line_end:
+            return False  # several text fields in one event: the full parse decides
+        text, line_start = m.group(1), buf.rfind(b"\n", lo, m.start()) + 1
+        line_end = buf.find(b"\n", m.end())
+        line_end = len(buf) if line_end < 0 else line_end
+        if not text or not buf.startswith(b"data:", max(line_start, lo)):
+            continue
+        if b"\\" in text:
+            try:
+                text = json.loads(b'"' + text + b'"').encode()
+            except (ValueError, UnicodeEncodeError):
+                return False  # not JSON, or a lone surrogate: the full parse decides
+        ends.append(line_end)
+        parts.append(text)
+        chars.append(len(text) if text.isascii() else len(text.decode("utf-8", "replace")))
+        usage_here = counts > 1 or line_start <= only < line_end
+        if usage_here and (c := _COMPLETION.search(buf, line_start, line_end)) is not None:
+            cum.append(int(c.group(1)))
+    r.content_times, r.content_chars, r.content_cum_tokens = times_at(ends), chars, cum
+    r.text = b"".join(parts).decode("utf-8", "replace")
+    if usage:
+        _take_usage(r, usage)
+    return True
+
+
+def _last_usage(buf: bytes, lo: int) -> tuple[bool, dict[str, Any] | None]:
+    """(decodes, the usage object of the last event that has one, None when no event has)."""
+    hi = len(buf)
+    while (pos := buf.rfind(b'"usage"', lo, hi)) >= 0:
+        hi = pos
+        if _USAGE_KEY.match(buf, pos) is None:
+            continue  # "usage": null, or the word in a text
+        start, end = buf.rfind(b"\n", lo, pos) + 1, buf.find(b"\n", pos)
+        line = buf[max(start, lo) : end if end >= 0 else len(buf)]
+        try:
+            ev = json.loads(line[5:]) if line[:5] == b"data:" else None
+        except ValueError:
+            return False, None
+        usage = ev.get("usage") if isinstance(ev, dict) else None
+        if isinstance(usage, dict) and usage:
+            return True, usage
+    return True, None
+
+
+def _decode_events(r: RequestTiming, body: bytes, stamps: _OffsetMap) -> None:
+    """The full parse: every event JSON-decoded (streams with errors or unusual events)."""
     datas, ends = _data_lines(body)
     texts: list[str] = []
-    stamps = _OffsetMap(segments, times, reads).times_at(ends)
     usage = None
-    for ev, t in zip(_decode_all(datas), stamps, strict=True):
+    for ev, t in zip(_decode_all(datas), stamps.times_at(ends), strict=True):
         if isinstance(ev, dict):
             usage = _take_event(r, ev, t, texts) or usage
     if usage:
         _take_usage(r, usage)
     r.text = "".join(texts)
-    return r
 
 
 def _take_event(r: RequestTiming, ev: dict[str, Any], t: float, texts: list[str]) -> dict[str, Any] | None:

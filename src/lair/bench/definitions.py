@@ -28,10 +28,13 @@ cache hit
 client-bound
     A run is client-bound when the bench's own CPU time exceeds ``CLIENT_CPU_BOUND_FRACTION`` of
     the wall time, or its p99 reading lag exceeds both ``LOOP_LAG_BOUND_MS`` and the median gap
-    between a stream's chunks (a shorter lag still reads every chunk apart, with its own timestamp):
+    between a stream's chunks (a shorter lag still reads every chunk apart, with its own timestamp),
+    or, for reads batched on a tick (plain HTTP, after a stream's first content chunk), their p99
+    lag behind their tick exceeds the tick interval (the reader no longer keeps its schedule):
     then the client, not the server, limited the numbers, and they are flagged instead of trusted.
-    Reading lag is the time from the kernel's receive timestamp of a read to the bench reading it
-    (plain HTTP), or the event loop's wake-up lateness (TLS streams: no kernel timestamp there).
+    Reading lag is the time from the kernel's receive timestamp of a read (for a batched read, the
+    later of that and its tick) to the bench reading it (plain HTTP), or the event loop's wake-up
+    lateness (TLS streams: no kernel timestamp there).
 """
 
 from __future__ import annotations
@@ -153,14 +156,16 @@ def decode_window(rs: Sequence[RequestTiming]) -> tuple[float, float] | None:
 
 
 def _tokens_at(times: list[float], cum: list[float], t: float) -> float:
-    """Tokens a stream had delivered by time ``t``, linear between chunk arrivals."""
+    """Tokens a stream had delivered by time ``t``, linear between chunk arrivals (chunks that
+    arrived together, in one read, count at their common arrival time)."""
     i = bisect_right(times, t)
     if i == 0:
         return 0.0
     if i == len(times):
         return cum[-1]
     t0, t1 = times[i - 1], times[i]
-    return cum[i - 1] + (cum[i] - cum[i - 1]) * (t - t0) / (t1 - t0) if t1 > t0 else cum[i]
+    c1 = cum[bisect_right(times, t1, i) - 1]
+    return cum[i - 1] + (c1 - cum[i - 1]) * (t - t0) / (t1 - t0) if t1 > t0 else c1
 
 
 def aggregate_decode_tok_s(rs: Sequence[RequestTiming]) -> float | None:
@@ -226,11 +231,20 @@ def chunk_gap_ms(rs: Sequence[RequestTiming]) -> float:
     return percentile(gaps, 50) * 1000 if gaps else 0.0
 
 
-def is_client_bound(cpu_s: float, wall_s: float, loop_lag_p99_ms: float, gap_ms: float = 0.0) -> bool:
+def is_client_bound(
+    cpu_s: float,
+    wall_s: float,
+    loop_lag_p99_ms: float,
+    gap_ms: float = 0.0,
+    batched_lag_p99_ms: float = 0.0,
+    interval_ms: float = 0.0,
+) -> bool:
     """True when the bench's own CPU use or reading lag says it limited the measurement.
 
     A lag shorter than the median gap between chunks (``gap_ms``) still reads every chunk apart, so
-    the lag bound is the larger of ``LOOP_LAG_BOUND_MS`` and that gap.
+    the lag bound is the larger of ``LOOP_LAG_BOUND_MS`` and that gap. Reads batched on a tick of
+    ``interval_ms`` are late when their p99 lag behind the tick exceeds the interval.
     """
     busy = wall_s > 0 and cpu_s / wall_s > CLIENT_CPU_BOUND_FRACTION
-    return busy or loop_lag_p99_ms > max(LOOP_LAG_BOUND_MS, gap_ms)
+    behind = interval_ms > 0 and batched_lag_p99_ms > interval_ms
+    return busy or behind or loop_lag_p99_ms > max(LOOP_LAG_BOUND_MS, gap_ms)

@@ -1,16 +1,30 @@
 """The cheap, exact way to read many plain-HTTP streams at once.
 
 Sockets are connected with asyncio, then one thread writes every request back to back and reads
-every response with a bare ``epoll`` loop and ``recvmsg``: per read it appends the bytes, the
-read time and the kernel's receive timestamp, nothing more (the asyncio machinery costs about twice
-as much CPU per read). The kernel timestamp (``SO_TIMESTAMPNS``) is the moment the bytes reached
-the host, so neither a busy loop nor an idle virtual CPU waking up late shifts it; the monotonic
-clock at read time is the fallback when the kernel gives none.
+every response with bare ``epoll`` loops and ``recvmsg``: per read it appends the bytes, the read time
+and the kernel's receive timestamp, nothing more (the asyncio machinery costs about twice as much CPU
+per read). The kernel timestamp (``SO_TIMESTAMPNS``) is the moment the latest bytes of a read reached
+the host, so neither a busy loop nor an idle virtual CPU waking up late shifts it; the monotonic clock
+at read time is the fallback when the kernel gives none.
+
+Two phases per stream keep the syscalls few without blurring the numbers that matter:
+
+*eager*
+    Until a read brings the first content chunk (a byte search for a non-empty ``content`` or
+    reasoning string), the stream is read as soon as bytes arrive, so the first content chunk gets
+    its own read and its own kernel timestamp: TTFT is exact.
+*batched*
+    After that, the stream is read once every ``read_interval_s`` (a tick): one read then carries the
+    few chunks that arrived since the last tick, and its kernel timestamp is the arrival of the latest
+    of them. The last content chunk arrives together with the end of the response (finish reason,
+    usage, ``[DONE]``), so it too keeps its true arrival time; only the chunks in between are stamped
+    up to one tick late. An interval of 0 keeps every stream eager.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import select
 import socket
 import struct
@@ -23,10 +37,15 @@ from lair.errors import BenchError
 __all__ = ["RawStream", "open_raw_stream", "pump"]
 
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-_READ_SIZE = 1 << 15
-"""Small enough that each read buffer comes from the heap: a larger one costs mmap/munmap per read."""
+_READ_SIZE = 1 << 16
+"""The pump's one read buffer: a tick's worth of chunks fits many times over."""
 _RESOLVED: dict[tuple[str, int], Any] = {}
 _TIMESPEC = struct.Struct("qq")
+_CONTENT = re.compile(rb'"(?:content|reasoning_content|reasoning)"\s*:\s*"[^"]')
+"""A non-empty text field: the read holds a content chunk. Split over two reads it is missed, which
+only keeps the stream eager one read longer."""
+_TAIL = 64
+"""Bytes of the previous read searched again with the next one (a key split between reads)."""
 
 
 def _realtime_offset() -> float:
@@ -41,15 +60,21 @@ def _realtime_offset() -> float:
 
 
 class RawStream:
-    """One request on a connected non-blocking socket, and what arrived for it."""
+    """One request on a connected non-blocking socket, and what arrived for it.
+
+    Per read: ``times`` (perf_counter at the read), ``stamps`` (the kernel's timestamp, raw),
+    ``reads`` (the bytes) and ``due`` (the tick the read was scheduled for; 0 for eager reads).
+    """
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.times: list[float] = []
         self.stamps: list[bytes] = []
         self.reads: list[bytes] = []
+        self.due: list[float] = []
         self.send_t = 0.0
         self.rest = b""
+        self.eager = True
         self.finished = False
         self._kernel: list[float | None] | None = None
 
@@ -60,25 +85,30 @@ class RawStream:
     def _kernel_times(self) -> list[float | None]:
         if self._kernel is not None:
             return self._kernel
-        offset, unpack = _realtime_offset(), _TIMESPEC.unpack_from
+        offset, unpack, lo = _realtime_offset(), _TIMESPEC.unpack_from, self.send_t
         out: list[float | None] = []
         for local, stamp in zip(self.times, self.stamps, strict=True):
             kernel = None
             if len(stamp) >= 16:
                 sec, nsec = unpack(stamp)
                 kernel = sec + nsec * 1e-9 - offset
-            out.append(kernel if kernel is not None and self.send_t <= kernel <= local + 1e-3 else None)
+                if not lo <= kernel <= local + 1e-3:
+                    kernel = None
+            out.append(kernel)
         self._kernel = out
         return out
 
     def arrival_times(self) -> list[float]:
         """Per read: the kernel's receive time on the perf_counter clock, else the read time."""
-        return [k if k is not None else t for k, t in zip(self._kernel_times(), self.times, strict=True)]
+        return [t if k is None else k for k, t in zip(self._kernel_times(), self.times, strict=True)]
 
-    def read_lags(self) -> list[float]:
-        """Per kernel-stamped read: seconds between the bytes' arrival and the bench reading them."""
+    def read_lags(self, batched: bool) -> list[float]:
+        """Per kernel-stamped eager (or batched) read: seconds between the bytes being due (arrived,
+        and for a batched read its tick come) and the bench reading them."""
         return [
-            max(0.0, t - k) for k, t in zip(self._kernel_times(), self.times, strict=True) if k is not None
+            max(0.0, t - max(k, due))
+            for k, t, due in zip(self._kernel_times(), self.times, self.due, strict=True)
+            if k is not None and (due > 0) == batched
         ]
 
 
@@ -125,46 +155,98 @@ def _flush(st: RawStream) -> bool:
     return not st.rest
 
 
-def pump(streams: list[RawStream], payloads: list[bytes], timeout_s: float) -> list[RawStream]:
+class _Pump:
+    """The two epoll sets: eager streams (read on arrival) and batched ones (read at each tick)."""
+
+    def __init__(self, streams: list[RawStream], interval_s: float) -> None:
+        self.eager, self.batched = select.epoll(), select.epoll()
+        self.by_fd = {st.sock.fileno(): st for st in streams}
+        self.interval = interval_s
+        self.n_eager, self.n_batched = len(streams), 0
+        self.view = memoryview(bytearray(_READ_SIZE))
+
+    def close(self) -> None:
+        self.eager.close()
+        self.batched.close()
+
+    def on_eager(self, fd: int, ev: int) -> None:
+        st = self.by_fd[fd]
+        if ev & select.EPOLLOUT and _flush(st):
+            self.eager.modify(fd, select.EPOLLIN)
+        if not ev & ~select.EPOLLOUT:
+            return
+        if _read(st, 0.0, self.view):
+            self.eager.unregister(fd)
+            self.n_eager -= 1
+            st.close()
+        elif self.interval > 0 and not st.eager:
+            self.eager.unregister(fd)
+            self.batched.register(fd, select.EPOLLIN)
+            self.n_eager, self.n_batched = self.n_eager - 1, self.n_batched + 1
+
+    def tick(self, due: float) -> None:
+        for fd, _ in self.batched.poll(0):
+            st = self.by_fd[fd]
+            if _read(st, due, self.view):
+                self.batched.unregister(fd)
+                self.n_batched -= 1
+                st.close()
+
+    def run(self, deadline: float) -> None:
+        next_tick = time.perf_counter() + self.interval
+        while self.n_eager + self.n_batched:
+            now = time.perf_counter()
+            if now >= deadline:
+                return
+            if self.n_eager:
+                wait = max(0.0, next_tick - now) if self.n_batched else 0.5
+                for fd, ev in self.eager.poll(min(wait, deadline - now)):
+                    self.on_eager(fd, ev)
+            elif next_tick > now:
+                time.sleep(min(next_tick, deadline) - now)
+            if self.n_batched and time.perf_counter() >= next_tick:
+                self.tick(next_tick)
+                next_tick = max(next_tick + self.interval, time.perf_counter())
+
+
+def pump(
+    streams: list[RawStream], payloads: list[bytes], timeout_s: float, read_interval_s: float
+) -> list[RawStream]:
     """Send every request back to back, then read until every response ends (blocking; run it in a
-    thread). Returns the streams still open at the deadline (closed here)."""
-    ep = select.epoll()
-    by_fd = {}
-    for st, payload in zip(streams, payloads, strict=True):
-        _send(st, payload)
-        fd = st.sock.fileno()
-        by_fd[fd] = st
-        ep.register(fd, select.EPOLLIN | (select.EPOLLOUT if st.rest else 0))
-    deadline, live = time.perf_counter() + timeout_s, len(streams)
+    thread); batched streams are read every ``read_interval_s``. Returns the streams still open at
+    the deadline (closed here)."""
+    p = _Pump(streams, read_interval_s)
     try:
-        while live and time.perf_counter() < deadline:
-            for fd, ev in ep.poll(0.5):
-                st = by_fd[fd]
-                if ev & select.EPOLLOUT and _flush(st):
-                    ep.modify(fd, select.EPOLLIN)
-                if ev & ~select.EPOLLOUT and _read(st):
-                    ep.unregister(fd)
-                    st.close()
-                    live -= 1
+        for st, payload in zip(streams, payloads, strict=True):
+            _send(st, payload)
+            p.eager.register(st.sock.fileno(), select.EPOLLIN | (select.EPOLLOUT if st.rest else 0))
+        p.run(time.perf_counter() + timeout_s)
     finally:
-        ep.close()
+        p.close()
     late = [st for st in streams if not st.finished]
     for st in late:
         st.close()
     return late
 
 
-def _read(st: RawStream) -> bool:
-    """One read; True when the response has ended."""
+def _read(st: RawStream, due: float, view: memoryview) -> bool:
+    """One read into the pump's buffer, keeping a copy of just the bytes read (allocating a whole
+    read buffer per read costs more); True when the response has ended. An eager stream whose read
+    holds content text stops being eager."""
     try:
-        data, anc, _, _ = st.sock.recvmsg(_READ_SIZE, 64)
+        n, anc, _, _ = st.sock.recvmsg_into((view,), 64)
     except (BlockingIOError, InterruptedError):
         return False
     except OSError:
         return True
-    if not data:
+    if not n:
         return True
     st.times.append(time.perf_counter())
+    data = view[:n].tobytes()
     st.stamps.append(anc[0][2] if anc else b"")
+    st.due.append(due)
+    if st.eager:
+        prev = st.reads[-1][-_TAIL:] if st.reads else b""
+        st.eager = _CONTENT.search(prev + data) is None
     st.reads.append(data)
     return data.endswith(TERMINATOR) and len(st.reads) > 1

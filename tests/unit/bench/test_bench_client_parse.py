@@ -85,3 +85,67 @@ def test_endpoint_parse() -> None:
     assert Endpoint.parse("localhost:9").port == 9
     with pytest.raises(BenchError):
         Endpoint.parse("ftp://x")
+
+
+# ---- the fast parse (byte search, one JSON decode per stream) against the full one (every event)
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=6) | st.sampled_from(
+    ['"', "\\", "\n", "é", "😀", '"content":"x"', "data: y", '"usage":{}', "\\u0041"]
+)
+_DELTAS = st.one_of(
+    st.builds(lambda t: {"content": t}, _TEXT),
+    st.builds(lambda t: {"reasoning_content": t}, _TEXT),
+    st.builds(lambda t: {"reasoning": t}, _TEXT),
+    st.builds(lambda t: {"role": "assistant", "content": t}, st.just("") | _TEXT),
+    st.builds(lambda a, b: {"content": a, "reasoning_content": b}, _TEXT, _TEXT),
+    st.builds(lambda t: {"reasoning_content": t, "reasoning": t}, _TEXT),
+    st.builds(lambda t: {"content": None, "reasoning_content": t}, _TEXT),
+    st.just({}),
+)
+
+
+@st.composite
+def _stream(draw: st.DrawFn) -> bytes:
+    """A chunked SSE response as servers write them: usage per chunk or at the end, null usage,
+    spaces or not after separators, escaped or raw non-ASCII, several choices now and then."""
+    seps = draw(st.sampled_from([(",", ":"), (", ", ": ")]))
+    ascii_only = draw(st.booleans())
+    continuous = draw(st.booleans())
+    n = 0
+    payloads = []
+    for delta in draw(st.lists(_DELTAS, max_size=12)):
+        n += 1
+        choices = [{"index": 0, "delta": delta, "finish_reason": None}]
+        if draw(st.integers(0, 9)) == 0:
+            choices.append({"index": 1, "delta": {"content": "b"}})
+        ev: dict[str, object] = {"id": "x", "choices": choices}
+        if continuous:
+            ev["usage"] = {"prompt_tokens": 5, "completion_tokens": n}
+        elif draw(st.booleans()):
+            ev["usage"] = None
+        line = json.dumps(ev, separators=seps, ensure_ascii=ascii_only).encode()
+        payloads.append(b"data: " + line + b"\n\n")
+    if not continuous and draw(st.booleans()):
+        usage = {"prompt_tokens": 5, "completion_tokens": n, "prompt_tokens_details": {"cached_tokens": 1}}
+        payloads.append(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
+    if draw(st.booleans()):
+        payloads.insert(draw(st.integers(0, len(payloads))), b": keep-alive\n\n")
+    if draw(st.booleans()):  # one SSE line split over two HTTP chunks
+        joined = b"".join(payloads)
+        cut = draw(st.integers(0, len(joined)))
+        payloads = [joined[:cut], joined[cut:]]
+    return _chunked([p for p in payloads if p] + [b"data: [DONE]\n\n"])
+
+
+@given(raw=_stream(), cuts=st.lists(st.integers(1, 4000), unique=True, max_size=12))
+def test_fast_parse_equals_decoding_every_event(raw: bytes, cuts: list[int]) -> None:
+    bounds = [0, *sorted(c for c in cuts if c < len(raw)), len(raw)]
+    reads = [raw[a:b] for a, b in itertools.pairwise(bounds)]
+    times = [float(i) for i in range(len(reads))]
+    assert parse_stream(-1.0, times, reads) == parse_stream(-1.0, times, reads, full=True)
+
+
+def test_an_error_event_is_kept() -> None:
+    evs = [_event({"content": "a"}), b'data: {"error": {"message": "overloaded"}}\n\n']
+    r = parse_stream(0.0, [1.0], [_chunked(evs)])
+    assert "overloaded" in r.error and r.content_chars == [1]
