@@ -10,7 +10,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,7 +20,7 @@ from lair.launch.node import NodeExec, Progress
 
 if TYPE_CHECKING:
     from lair.inventory import Node
-    from lair.launch.resolve import Request
+    from lair.launch.resolve import Prepared, Request
     from lair.plan import Plan, Stage
 
 __all__ = ["LaunchResult", "Session", "launch", "node_records", "teardown"]
@@ -284,7 +284,36 @@ def launch(
     from lair.launch.resolve import prepare
 
     pauses = pause_stages()  # before anything is leased: a typo'd stage name fails here
-    prep = prepare(req, lease=True)
+    with _signals_interrupt():  # until the event loop owns the signals: a signal here releases the leases
+        prep = prepare(req, lease=True)
+        try:
+            session = _new_session(prep, pauses, progress)
+        except BaseException:
+            from lair.inventory import release
+
+            release(prep.plan.run.run_id)
+            raise
+    result = asyncio.run(_main(session, detach, on_ready))
+    result.started_at = session.record.created_at
+    return result
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt (as SIGINT does) while the block runs."""
+
+    def interrupt(_sig: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _new_session(prep: Prepared, pauses: frozenset[Stage], progress: Progress) -> Session:
     p = prep.plan
     now = time.time()
     record = RunRecord(
@@ -307,6 +336,4 @@ def launch(
     if prep.acceptance is not None:
         asked = "; ".join(f"{k}: {v}" for k, vs in prep.acceptance.requests.items() for v in vs)
         session.say(f"untrusted recipe from {prep.acceptance.source}, accepted: {asked or 'nothing risky'}")
-    result = asyncio.run(_main(session, detach, on_ready))
-    result.started_at = now
-    return result
+    return session
