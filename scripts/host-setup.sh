@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Make this machine ready for lair's integration tests: a Docker engine and sshd (for the
+# Make this machine ready for lair's integration tests: a Docker engine, podman, and sshd (for the
 # network-namespace SSH nodes the tests create). Idempotent; needs root on Debian/Ubuntu.
 # Without root or apt it only reports what is missing (the tests that need it then fail loudly).
 set -euo pipefail
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
+command -v podman >/dev/null || need+=(podman)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ip >/dev/null || need+=(iproute2)
 command -v iptables >/dev/null || need+=(iptables)
