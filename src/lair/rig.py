@@ -44,6 +44,7 @@ class Capabilities(_Strict):
     privileged: bool = Field(True, description="--privileged allowed")
     ulimit_memlock_unlimited: bool = Field(True, description="--ulimit memlock=-1 allowed")
     max_ulimit_nofile: int = Field(1048576, ge=0, description="highest --ulimit nofile accepted")
+    max_ulimit_nproc: int = Field(-1, ge=-1, description="highest --ulimit nproc accepted; -1: no cap")
     devices: bool = Field(True, description="--device allowed")
     runtimes: list[str] = Field(default_factory=lambda: ["docker", "podman", "native"])
 

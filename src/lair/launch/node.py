@@ -30,6 +30,38 @@ def env_file_text(env: dict[str, str], runtime: str) -> bytes:
     return "".join(f"{k}={v}\n" for k, v in env.items()).encode()
 
 
+# What a container runtime's refusal of a start means, as (stderr text, message, hint)
+REFUSALS = (
+    (
+        "image not known",
+        "image {image} is not in podman's storage on the node (lair runs podman with --pull never)",
+        "pull or load it there first: `podman pull IMAGE`, or `docker save IMAGE | podman load`",
+    ),
+    (
+        "error setting rlimit",
+        "the host refuses the container's ulimits",
+        "podman gives every container nofile and nproc of 1048576 unless told otherwise: set "
+        "max_ulimit_nofile and max_ulimit_nproc in the rig's [capabilities] (or the cluster's) to "
+        "what the host accepts, and the plan passes them as --ulimit NAME=CAP:CAP",
+    ),
+)
+
+
+def explain_start_failure(exc: RunnerError, image: str) -> RunnerError:
+    """``exc`` with a plain message and a hint when it is a refusal lair knows, else ``exc``."""
+    for text, message, hint in REFUSALS:
+        if text in exc.stderr_tail:
+            return RunnerError(
+                message.format(image=image),
+                host=exc.host,
+                argv=exc.argv,
+                returncode=exc.returncode,
+                stderr_tail=exc.stderr_tail,
+                hint=hint,
+            )
+    return exc
+
+
 def _image_index(argv: list[str]) -> int:
     i = argv.index("--env-file") + 2
     return i + 2 if argv[i] == "--entrypoint" else i
@@ -118,7 +150,10 @@ class NodeExec:
         argv[i:i] = await self._manifest_args(s.manifest)
         self.record.container = self.node.container
         self.journal_save()
-        res = await self.runner.run(argv, timeout=600)
+        try:
+            res = await self.runner.run(argv, timeout=600)
+        except RunnerError as exc:
+            raise explain_start_failure(exc, self.plan.run.image or "") from None
         self.record.container_id = res.stdout.strip()[:12]
         self.journal_save()
 
@@ -185,4 +220,4 @@ class NodeExec:
             await asyncio.sleep(0.1)
 
 
-__all__ += ["env_file_text"]
+__all__ += ["env_file_text", "explain_start_failure"]

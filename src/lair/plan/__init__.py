@@ -3,6 +3,7 @@
 plan(recipe, nodes, run_id=..., rig=..., capabilities=...) -> Plan
 render_text(plan) -> str          what ``lair plan`` prints
 check_capabilities / apply_capabilities   host capability profiles (CapabilityError)
+runtime_ulimits                    the --ulimit flags podman needs on a capped host
 check_trust / Acceptance           untrusted recipes (TrustError)
 mounts                             per-file mount staging (manifests, Hugging Face hub repos)
 """
@@ -10,13 +11,20 @@ mounts                             per-file mount staging (manifests, Hugging Fa
 from __future__ import annotations
 
 from lair.plan.build import DEFAULT_MASTER_PORT, REDACTED, node_env, plan
-from lair.plan.capabilities import Unsupported, apply_capabilities, check_capabilities
+from lair.plan.capabilities import (
+    PODMAN_DEFAULT_ULIMIT,
+    Unsupported,
+    apply_capabilities,
+    check_capabilities,
+    runtime_ulimits,
+)
 from lair.plan.model import STAGE_ORDER, NodePlan, Plan, RunInfo, Stage, Step, Target
 from lair.plan.render import render_text
 from lair.plan.trust import Acceptance, check_trust, fingerprint, requests, risky_requests
 
 __all__ = [
     "DEFAULT_MASTER_PORT",
+    "PODMAN_DEFAULT_ULIMIT",
     "REDACTED",
     "STAGE_ORDER",
     "Acceptance",
@@ -36,4 +44,5 @@ __all__ = [
     "render_text",
     "requests",
     "risky_requests",
+    "runtime_ulimits",
 ]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lair.errors import AllocationError, ConfigError, LaunchError
-from lair.plan.capabilities import apply_capabilities
+from lair.plan.capabilities import apply_capabilities, runtime_ulimits
 from lair.plan.container import ContainerSpec, run_argv
 from lair.plan.model import NodePlan, Plan, RunInfo, Stage, Step, Target
 from lair.plan.mounts import hub_mount, staging_script
@@ -183,7 +183,8 @@ def _node(ctx: _Ctx, t: Target, n: int, find: Callable[[str], Path | None]) -> N
     env_file = f"{workdir}/env"
     lair_env = _lair_env(run.run_id, t, n, run.master_addr, run.master_port, r.port)
     role = Role(t.rank, n, run.master_addr, run.master_port, t.address)
-    cmd = get_engine(r.engine).command(r, role, ctx.python(t))
+    python = ctx.python(t) if r.runtime == "native" else "python3"  # a container has its own
+    cmd = get_engine(r.engine).command(r, role, python)
     if r.runtime == "native" and cmd.argv and cmd.argv[0] in ("python", "python3"):
         cmd.argv[0] = ctx.python(t)  # the node's interpreter: lair's own on the local node
     hook_env = {**lair_env, "LAIR_PYTHON": ctx.python(t)}
@@ -283,6 +284,8 @@ def plan(
     check_trust(rendered, trusted=trusted, acceptance=acceptance)
     caps = capabilities or (rig.capabilities if rig else Capabilities())
     rendered, dropped = apply_capabilities(rendered, caps, drop=drop_unsupported)
+    added = runtime_ulimits(rendered, caps)
+    rendered = rendered.model_copy(update={"ulimits": {**rendered.ulimits, **added}})
     targets = _targets(rendered, nodes)
     secrets = secret_env_names(recipe)
     head = targets[0]
@@ -305,6 +308,7 @@ def plan(
         env={k: (REDACTED if k in secrets else v) for k, v in rendered.env.items()},
         secret_env=sorted(secrets),
         dropped=dropped,
+        added=[f"--ulimit {k}={v} (the hosts cap {k}; podman's default is higher)" for k, v in added.items()],
     )
     ctx = _Ctx(rendered, run, python or (lambda _t: "python3"), workroot)
     out = Plan(run=run, nodes=[_node(ctx, t, len(targets), find_script or default_find) for t in targets])

@@ -4,6 +4,11 @@ A rig or a cluster says what its hosts accept (:class:`lair.rig.Capabilities`); 
 flag of a recipe the hosts refuse. ``apply`` raises one :class:`CapabilityError` naming all of them
 (before anything starts), or, with ``drop=True``, returns the recipe without them and the list of
 what was left out so that the plan can say so.
+
+``runtime_ulimits`` is the one thing a profile adds: podman (rootful) raises ``nofile`` and ``nproc``
+to :data:`PODMAN_DEFAULT_ULIMIT` for every container unless told otherwise, and a host whose profile
+caps them lower refuses that container. There the plan passes ``--ulimit NAME=CAP:CAP`` for each
+capped limit the recipe leaves unset (Docker passes its daemon's own limits on and needs none).
 """
 
 from __future__ import annotations
@@ -17,9 +22,17 @@ if TYPE_CHECKING:
     from lair.recipe import Recipe
     from lair.rig import Capabilities
 
-__all__ = ["Unsupported", "apply_capabilities", "check_capabilities"]
+__all__ = [
+    "PODMAN_DEFAULT_ULIMIT",
+    "Unsupported",
+    "apply_capabilities",
+    "check_capabilities",
+    "runtime_ulimits",
+]
 
 _CONTAINER_ONLY = ("shm_size", "memory_limit", "cpus", "ipc", "extra_mounts_manifest")
+PODMAN_DEFAULT_ULIMIT = 1048576
+"""podman's own ``nofile`` and ``nproc`` (soft and hard) for a rootful container given no ``--ulimit``."""
 
 
 @dataclass(frozen=True)
@@ -40,17 +53,37 @@ def _ulimit_value(text: str) -> int:
     return max(int(p) for p in parts)
 
 
+def _ulimit_caps(caps: Capabilities) -> dict[str, int]:
+    """The ulimits a profile caps, by name (``nproc`` may be uncapped: -1)."""
+    out = {"nofile": caps.max_ulimit_nofile}
+    if caps.max_ulimit_nproc != -1:
+        out["nproc"] = caps.max_ulimit_nproc
+    return out
+
+
 def _ulimits(recipe: Recipe, caps: Capabilities) -> list[Unsupported]:
     out: list[Unsupported] = []
+    capped = _ulimit_caps(caps)
     for name, value in recipe.ulimits.items():
         flag = f"--ulimit {name}={value}"
         v = _ulimit_value(value)
         if name == "memlock" and v == -1 and not caps.ulimit_memlock_unlimited:
             out.append(Unsupported(f"ulimits.{name}", flag, "the host refuses an unlimited memlock"))
-        if name == "nofile" and (v == -1 or v > caps.max_ulimit_nofile):
-            why = f"the host accepts nofile up to {caps.max_ulimit_nofile}"
+        if name in capped and (v == -1 or v > capped[name]):
+            why = f"the host accepts {name} up to {capped[name]}"
             out.append(Unsupported(f"ulimits.{name}", flag, why))
     return out
+
+
+def runtime_ulimits(recipe: Recipe, caps: Capabilities) -> dict[str, str]:
+    """Ulimits the container runtime needs on these hosts that the recipe does not set (podman only)."""
+    if recipe.runtime != "podman":
+        return {}
+    return {
+        name: f"{cap}:{cap}"
+        for name, cap in _ulimit_caps(caps).items()
+        if cap < PODMAN_DEFAULT_ULIMIT and name not in recipe.ulimits
+    }
 
 
 def _native(recipe: Recipe) -> list[Unsupported]:

@@ -58,13 +58,19 @@ def _mounts(r: Recipe) -> list[str]:
     return out
 
 
+def _pull(binary: str) -> list[str]:
+    """podman never pulls: its short-name resolution may pick any of the host's search registries.
+    Docker keeps its default (pull a missing image from the registry the name says)."""
+    return ["--pull", "never"] if binary == "podman" else []
+
+
 def run_argv(r: Recipe, spec: ContainerSpec) -> list[str]:
     """Full ``run -d`` argv up to and including the command; the image comes last before it.
 
     Manifest mounts (per-file, read on the node) are inserted by launch right before the image, at
     the index of ``--env-file`` + 2.
     """
-    argv = [spec.binary, "run", "-d", "--name", spec.name]
+    argv = [spec.binary, "run", "-d", *_pull(spec.binary), "--name", spec.name]
     for k, v in spec.labels.items():
         argv += ["--label", f"{k}={v}"]
     argv += _access(r) + _resources(r) + _mounts(r)

@@ -114,6 +114,9 @@ class RunInfo(_Model):
     env: dict[str, str] = Field(description="env of every node; secret values are '***'")
     secret_env: list[str]
     dropped: list[str] = Field(default_factory=list, description="flags left out (--drop-unsupported)")
+    added: list[str] = Field(
+        default_factory=list, description="flags the hosts' profile needs that the recipe does not set"
+    )
 
 
 class Plan(_Model):

@@ -61,6 +61,7 @@ def render_text(p: Plan) -> str:
     if not r.trusted:
         out.append("  untrusted recipe (accepted)")
     out += [f"  left out: {d}" for d in r.dropped]
+    out += [f"  added: {a}" for a in r.added]
     for n in p.nodes:
         out += ["", *_node(n)]
     return "\n".join(out) + "\n"

@@ -10,6 +10,7 @@ Session-scoped (built once, torn down at the end):
   sessions), cluster ``test-docker-nodes``.
 - ``engine_image``: a local image tag with python3 + xllamacpp + lair (``lair.testing.images``).
 - ``engine_image_on_nodes``: ``engine_image`` loaded into every ``ssh_nodes_docker`` node's dockerd.
+- ``engine_image_in_podman``: ``engine_image`` loaded into this machine's podman storage.
 - ``tiny_model``: path of a tiny random GGUF (its Hugging Face folder is beside it, ``hf/``).
 """
 
@@ -26,6 +27,7 @@ from lair.testing.nodes import NetnsNodes
 
 __all__ = [
     "engine_image",
+    "engine_image_in_podman",
     "engine_image_on_nodes",
     "lair_home",
     "ssh_nodes",
@@ -69,6 +71,14 @@ def engine_image() -> Iterator[str]:
 def engine_image_on_nodes(ssh_nodes_docker: NetnsNodes, engine_image: str) -> str:
     ssh_nodes_docker.load_image(engine_image)
     return engine_image
+
+
+@pytest.fixture(scope="session")
+def engine_image_in_podman(engine_image: str) -> Iterator[str]:
+    from lair.testing.images import load_into_podman
+
+    yield load_into_podman(engine_image)
+    subprocess.run(["podman", "rmi", "-f", engine_image], capture_output=True)
 
 
 @pytest.fixture(scope="session")

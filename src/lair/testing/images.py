@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
-__all__ = ["ENGINE_PACKAGES", "PY_DIR", "build_python_image", "image_exists"]
+__all__ = ["ENGINE_PACKAGES", "PY_DIR", "build_python_image", "image_exists", "load_into_podman"]
 
 PY_DIR = "/opt/lair-py"
 ENGINE_PACKAGES = (
@@ -91,6 +91,21 @@ def build_python_image(
     proc.stderr.close()
     if proc.wait() != 0:
         raise RuntimeError(f"docker import {tag} failed: {err.decode(errors='replace')[-1000:]}")
+    return tag
+
+
+def load_into_podman(tag: str) -> str:
+    """Copy the Docker image ``tag`` into podman's storage (``docker save | podman load``, about 2 s
+    for the engine image) and return ``tag``; podman stores it as ``localhost/<tag>`` and finds it by
+    ``tag`` too."""
+    save = subprocess.Popen(["docker", "save", tag], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    load = subprocess.run(["podman", "load"], stdin=save.stdout, capture_output=True, text=True)
+    assert save.stdout is not None and save.stderr is not None
+    save.stdout.close()
+    err = save.stderr.read().decode(errors="replace")
+    save.stderr.close()
+    if save.wait() != 0 or load.returncode != 0:
+        raise RuntimeError(f"docker save {tag} | podman load failed: {err[-500:]}{load.stderr[-1000:]}")
     return tag
 
 

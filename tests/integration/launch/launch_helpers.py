@@ -113,10 +113,11 @@ def leftovers(home: Path, run_id: str, nodes: NetnsNodes | None, docker: bool) -
     return Leftovers(containers, [p for p in pids if pid_alive(p)], workdirs, held)
 
 
-def local_containers(run_id: str, env: dict[str, str] | None = None) -> str:
-    """IDs of the run's containers (running or not) on this machine's Docker engine (or ``env``'s)."""
+def local_containers(run_id: str, env: dict[str, str] | None = None, *, binary: str = "docker") -> str:
+    """IDs of the run's containers (running or not) on this machine's Docker engine (or ``env``'s),
+    or in its podman storage (``binary="podman"``)."""
     return subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label=lair.run={run_id}"],
+        [binary, "ps", "-aq", "--filter", f"label=lair.run={run_id}"],
         capture_output=True,
         text=True,
         env=env,
