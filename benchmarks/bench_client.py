@@ -78,9 +78,10 @@ def ensure_peer(name: str) -> tuple[Path | None, str]:
     return (exe, "") if exe.exists() else (None, f"{exe} missing after install")
 
 
-def children_cpu_s() -> float:
+def children_cpu_s() -> tuple[float, float]:
+    """(user, system) CPU seconds of the reaped children so far."""
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
+    return ru.ru_utime, ru.ru_stime
 
 
 def server_stats(url: str) -> list[dict[str, Any]]:
@@ -89,11 +90,16 @@ def server_stats(url: str) -> list[dict[str, Any]]:
     return data
 
 
+LAST_SYS_S: list[float] = [0.0]
+"""System (kernel) CPU seconds of the last measured command, apart."""
+
+
 def run_measured(cmd: list[str], cwd: Path, timeout: float = 900) -> tuple[float, float, str]:
     """(CPU seconds of the process tree, wall seconds, output tail) of one command."""
-    cpu0, t0 = children_cpu_s(), time.perf_counter()
+    (user0, sys0), t0 = children_cpu_s(), time.perf_counter()
     res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
-    wall, cpu = time.perf_counter() - t0, children_cpu_s() - cpu0
+    (user1, sys1), wall = children_cpu_s(), time.perf_counter() - t0
+    cpu, LAST_SYS_S[0] = user1 - user0 + sys1 - sys0, sys1 - sys0
     if res.returncode != 0:
         raise RuntimeError(f"exit {res.returncode}: {(res.stderr or res.stdout).strip()[-600:]}")
     return cpu, wall, res.stdout
@@ -173,12 +179,15 @@ def measure(tool: str, url: str, streams: int, work: Path) -> dict[str, Any]:
         cpu, wall, ttft, tok_s = TOOLS[tool](url, streams, tokens, work)
         served = [s for s in server_stats(url)[mark:] if s["tokens"] == tokens]
         true_ttft = statistics.median((s["first_write_t"] - s["recv_t"]) * 1000 for s in served)
-        runs[tokens] = {"cpu_s": cpu, "wall_s": wall, "ttft_p50_ms": ttft, "true_ttft_p50_ms": true_ttft,
-                        "output_tok_s": tok_s, "tokens": len(served) * tokens}  # fmt: skip
+        runs[tokens] = {"cpu_s": cpu, "cpu_sys_s": LAST_SYS_S[0], "wall_s": wall, "ttft_p50_ms": ttft,
+                        "true_ttft_p50_ms": true_ttft, "output_tok_s": tok_s,
+                        "tokens": len(served) * tokens}  # fmt: skip
     big, small = runs[BIG], runs[SMALL]
     res["runs"] = runs
     res["cpu_ms_per_1k_total"] = big["cpu_s"] * 1e6 / big["tokens"]
     res["cpu_ms_per_1k_marginal"] = (big["cpu_s"] - small["cpu_s"]) * 1e6 / (big["tokens"] - small["tokens"])
+    sys_s = big["cpu_sys_s"] - small["cpu_sys_s"]
+    res["cpu_ms_per_1k_marginal_sys"] = sys_s * 1e6 / (big["tokens"] - small["tokens"])
     res["output_tok_s"] = big["output_tok_s"]
     res["ttft_p50_error_ms"] = big["ttft_p50_ms"] - big["true_ttft_p50_ms"]
     if tool == "lair":  # the split: reading the streams vs everything after (parsing, statistics)
@@ -226,8 +235,8 @@ def main() -> int:
         if "cpu_ms_per_1k_streaming_marginal" in r:
             print(
                 f"lair at {r['streams']} streams: {r['cpu_ms_per_1k_streaming_marginal']:.1f} CPU-ms/1k tok "
-                "while "
-                "streams are open (send + read); the rest is parsing and statistics after the cell"
+                "while streams are open (send + read), the rest is parsing and statistics after the "
+                f"cell; {r['cpu_ms_per_1k_marginal_sys']:.1f} of the marginal is kernel time"
             )
     doc = {"server": {"ttft_ms": 200, "token_ms": float(a.token_ms)}, "results": results}
     (OUT / "bench_client.json").write_text(json.dumps(doc, indent=2) + "\n")

@@ -32,7 +32,7 @@ class BenchOptions:
     fresh_prompts: bool = True
     request_timeout_s: float = 900.0
     scrape_interval_s: float = 1.0
-    read_interval_ms: float = 10.0
+    read_interval_ms: float = 20.0
     """Plain-HTTP streams: after its first content chunk, a stream is read once per this interval
     (chunks in between are stamped at most this late; TTFT and the last chunk keep their exact
     arrival). 0 reads every chunk as it arrives, at several times the CPU cost."""

@@ -312,11 +312,25 @@ def request_rows(ctx: int, c: int, rep_i: int, rep: _Repeat) -> list[dict[str, A
                 "cached_tokens": r.cached_tokens,
                 "status": r.status,
                 "error": r.error,
-                "chunk_ms": [round((t - r.send_t) * 1000, 3) for t in r.content_times],
-                "chunk_tokens": [round(x, 3) for x in d.chunk_tokens(r)],
+                "chunk_ms": _ms_after(r.send_t, r.content_times),
+                "chunk_tokens": _tokens_rounded(r),
             }
         )
     return rows
+
+
+def _ms_after(t0: float, times: list[float]) -> list[float]:
+    """Times as ms after ``t0``, to the microsecond."""
+    ms0 = t0 * 1000
+    return [round(t * 1000 - ms0, 3) for t in times]
+
+
+def _tokens_rounded(r: d.RequestTiming) -> list[float]:
+    """Tokens per chunk (whole numbers as they are, shares to 3 decimals)."""
+    tokens = d.chunk_tokens(r)
+    if len(r.content_cum_tokens) == len(tokens):
+        return tokens  # from continuous usage: whole numbers already
+    return [round(x, 3) for x in tokens]
 
 
 def _say(s: _Session, msg: str) -> None:

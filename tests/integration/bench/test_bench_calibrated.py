@@ -54,6 +54,25 @@ def test_ttft_decode_and_aggregate_match_the_server(streams: int) -> None:
     assert cell.cached_tokens == 0 and not cell.cache_hit
 
 
+@pytest.mark.parametrize("interval_ms", [0.0, 20.0])
+def test_fast_streams_read_in_batches_keep_exact_numbers(interval_ms: float) -> None:
+    """2 ms per token: a 20 ms read tick takes ~10 chunks per read after the first content chunk;
+    TTFT, per-stream and aggregate decode stay as exact as reading every chunk on arrival (0)."""
+    with running_server("--ttft-ms", "100", "--token-ms", "2") as url:
+        opts = BenchOptions(
+            contexts=[64], concurrency=[16], decode_tokens=400, repeat=1, read_interval_ms=interval_ms
+        )
+        res = run_bench(url, opts)
+        served = _stats(url)[-16:]
+    cell = res.cells[0]
+    true_ttft = statistics.median((s["first_write_t"] - s["recv_t"]) * 1000 for s in served)
+    assert cell.errors == 0 and not cell.client_bound, cell.flags
+    assert abs(cell.ttft_ms_p50 - true_ttft) <= 2.0, (cell.ttft_ms_p50, true_ttft)
+    assert cell.decode_tok_s_per_stream == pytest.approx(500.0, rel=0.005)
+    assert cell.decode_tok_s_aggregate == pytest.approx(16 * 500.0, rel=0.01)
+    assert cell.completion_tokens == 400 and cell.output_length_ok
+
+
 @pytest.mark.parametrize("continuous", [False, True])
 def test_role_first_and_bundled_first_chunk_give_true_numbers(continuous: bool) -> None:
     args = ["--ttft-ms", "100", "--token-ms", "10", "--role-first", "--first-chunk-tokens", "3"]

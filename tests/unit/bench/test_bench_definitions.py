@@ -75,6 +75,25 @@ def test_client_bound_by_cpu_or_loop_lag() -> None:
     # a lag shorter than the gap between chunks still reads each chunk on its own
     assert not d.is_client_bound(cpu_s=0.1, wall_s=1.0, loop_lag_p99_ms=8.0, gap_ms=10.0)
     assert d.is_client_bound(cpu_s=0.1, wall_s=1.0, loop_lag_p99_ms=12.0, gap_ms=10.0)
+    # reads batched on a 10 ms tick are late only once they fall a whole tick behind it
+    batched = {"cpu_s": 0.1, "wall_s": 1.0, "loop_lag_p99_ms": 1.0, "interval_ms": 10.0}
+    assert not d.is_client_bound(**batched, batched_lag_p99_ms=8.0)
+    assert d.is_client_bound(**batched, batched_lag_p99_ms=11.0)
+
+
+def test_chunks_read_together_count_at_their_common_arrival() -> None:
+    """Two streams at 100 tok/s whose chunks after the first are read in batches of 5, each batch
+    stamped with the arrival of its last chunk: the aggregate is still exactly 200 tok/s."""
+
+    def batched(first: float) -> d.RequestTiming:
+        r = _stream(0.0, first, 0.01, 101)
+        last_of_batch = [0] + [((i - 1) // 5) * 5 + 5 for i in range(1, 101)]
+        r.content_times = [r.content_times[j] for j in last_of_batch]
+        return r
+
+    rs = [batched(0.2), batched(0.203)]
+    assert d.aggregate_decode_tok_s(rs) == pytest.approx(200.0, rel=1e-9)
+    assert d.per_stream_decode_tok_s(rs[0]) == pytest.approx(100.0)
 
 
 def test_cache_hit_allows_the_template_prefix() -> None:
