@@ -35,7 +35,7 @@ class BenchOptions:
     read_interval_ms: float = 20.0
     """Plain-HTTP streams: after its first content chunk, a stream is read once per this interval
     (chunks in between are stamped at most this late; TTFT and the last chunk keep their exact
-    arrival). 0 reads every chunk as it arrives, at several times the CPU cost."""
+    arrival). 0 reads every chunk as it arrives, at about twice the CPU cost."""
     progress: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
