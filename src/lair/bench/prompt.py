@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FILLER_WORDS", "PromptSizer", "filler", "needle_prompt", "prompt_text"]
+__all__ = ["FILLER_WORDS", "Counter", "PromptSizer", "filler", "needle_prompt", "prompt_text"]
 
 _WORDS_TEXT = """
 time year people way day man thing woman life child world school state family student group country
@@ -58,14 +58,27 @@ def needle_prompt(n_words: int, depth: float, secret: str) -> str:
     return f"{nonce} {body}\n\nWhat is the secret passphrase? Answer with the passphrase only."
 
 
+Counter = Callable[[str], Awaitable[int | None]]
+"""Counts a content text's tokens exactly (a local tokenizer, or the server's ``/tokenize``)."""
+
+_FIT_ROUNDS = 12
+
+
 @dataclass
 class PromptSizer:
-    """Turns a target prompt size (server tokens) into a number of filler words."""
+    """Turns a target prompt size (server tokens) into a prompt.
+
+    With an exact counter (``tokenizer_path``, or ``counter`` = the server's ``/tokenize``) every
+    prompt is trimmed to the target: its filler grows or shrinks word by word (the filler is a
+    prefix-stable sequence seeded by the prompt's nonce) until the count lands within 1% (at least
+    one token). Without one, the size comes from the two-probe fit alone.
+    """
 
     tokenizer_path: Path | None = None
     tokens_per_word: float = 1.3
     overhead: float = 8.0
     calibrated: bool = False
+    counter: Counter | None = None
     _tok: Any = None
 
     def _count(self, text: str) -> int:
@@ -75,19 +88,27 @@ class PromptSizer:
             self._tok = Tokenizer.from_file(str(self.tokenizer_path))
         return len(self._tok.encode(text, add_special_tokens=False).ids)
 
+    async def count(self, text: str) -> int | None:
+        """Exact content tokens of ``text``, or None without a counter."""
+        if self.tokenizer_path:
+            return self._count(text)
+        return await self.counter(text) if self.counter else None
+
     async def calibrate(self, probe: Probe) -> None:
-        """Fit tokens per word and the overhead (chat template, nonce) against the server's counts.
+        """Fit tokens per word and the overhead (chat template) against the server's counts.
 
         ``overhead`` is what a prompt of zero filler words would count on the server.
         """
         small, large = prompt_text(_PROBE_SMALL), prompt_text(_PROBE_LARGE)
-        if self.tokenizer_path:
-            self.tokens_per_word = (self._count(large) - self._count(small)) / (_PROBE_LARGE - _PROBE_SMALL)
+        c_small, c_large = await self.count(small), await self.count(large)
+        if c_small is not None and c_large is not None and c_large > c_small:
+            self.tokens_per_word = (c_large - c_small) / (_PROBE_LARGE - _PROBE_SMALL)
             got = await probe(small)
             if got is not None:
-                self.overhead = got - self.tokens_per_word * _PROBE_SMALL
+                self.overhead = got - c_small  # the chat template's tokens around the content
                 self.calibrated = True
             return
+        self.counter = None  # a counter that cannot tell two sizes apart is no counter
         p_small, p_large = await probe(small), await probe(large)
         if p_small is None or p_large is None or p_large <= p_small:
             return
@@ -98,3 +119,29 @@ class PromptSizer:
     def words_for(self, target_tokens: int) -> int:
         """Filler words (after the nonce) whose prompt comes to about ``target_tokens``."""
         return max(1, round((target_tokens - self.overhead) / self.tokens_per_word))
+
+    async def fit(self, target_tokens: int, nonce: str | None = None) -> str:
+        """A fresh prompt of about ``target_tokens`` server tokens.
+
+        With a counter the filler length is searched (estimate, then bisection between a too-short and
+        a too-long length): within 1% (at least one token) unless a single filler word is longer than
+        that, then within half that word."""
+        nonce = nonce or secrets.token_hex(8)
+        n = self.words_for(target_tokens)
+        lo, hi = 0, 1 << 30  # filler lengths known to be too short / too long
+        best: tuple[float, str] = (float("inf"), prompt_text(n, nonce))
+        for _ in range(_FIT_ROUNDS):
+            text = prompt_text(n, nonce)
+            got = await self.count(text)
+            if got is None:
+                return text
+            err = target_tokens - (got + self.overhead)
+            best = min(best, (abs(err), text), key=lambda b: b[0])
+            if abs(err) <= max(1.0, 0.01 * target_tokens):
+                break
+            lo, hi = (max(lo, n), hi) if err > 0 else (lo, min(hi, n))
+            if hi - lo <= 1:
+                break
+            guess = n + (round(err / max(self.tokens_per_word, 0.1)) or (1 if err > 0 else -1))
+            n = guess if lo < guess < hi else (lo + hi) // 2 if hi < 1 << 30 else lo + 1
+        return best[1]

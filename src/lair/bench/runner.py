@@ -19,7 +19,7 @@ from typing import Any
 from lair.bench import definitions as d
 from lair.bench.client import Endpoint, StreamProtocol, chat_request, http_request, open_stream, parse_stream
 from lair.bench.metrics import MetricsWatch, cell_engine_metrics, scrape
-from lair.bench.prompt import PromptSizer, needle_prompt, prompt_text
+from lair.bench.prompt import Counter, PromptSizer, needle_prompt
 from lair.bench.rawstream import RawStream, open_raw_stream, pump
 from lair.bench.results import BenchOptions, BenchResult, CellResult, NeedleResult
 from lair.errors import BenchError
@@ -211,10 +211,38 @@ async def _repeat(s: _Session, contents: list[str]) -> _Repeat:
     return _Repeat(timings, client, engine)
 
 
-def _contents(s: _Session, n_words: int, c: int) -> list[str]:
-    if s.opts.fresh_prompts:
-        return [prompt_text(n_words) for _ in range(c)]
-    return [prompt_text(n_words, nonce=f"fixed{i}") for i in range(c)]
+async def _contents(s: _Session, ctx: int, c: int) -> list[str]:
+    """``c`` prompts of ``ctx`` tokens: fresh nonces, or fixed ones (to show what a cache hit does)."""
+    nonces: list[str | None] = [None] * c if s.opts.fresh_prompts else [f"fixed{i}" for i in range(c)]
+    return [await s.sizer.fit(ctx, nonce) for nonce in nonces]
+
+
+async def _server_counter(s: _Session) -> Counter | None:
+    """The server's own tokenizer, when it has one: vLLM/SGLang ``/tokenize`` (prompt -> count/tokens)
+    or llama.cpp's (content -> tokens). None when neither answers."""
+    bodies = (
+        lambda t: {"model": s.model, "prompt": t, "add_special_tokens": False},
+        lambda t: {"content": t, "add_special": False},
+    )
+    for make in bodies:
+
+        async def count(text: str, make: Any = make) -> int | None:
+            try:
+                status, body = await http_request(
+                    s.ep, "POST", "/tokenize", json.dumps(make(text)).encode(), api_key=s.opts.api_key
+                )
+                doc = json.loads(body) if status == 200 else None
+            except (BenchError, ValueError):
+                return None
+            if not isinstance(doc, dict):
+                return None
+            n = doc.get("count", len(doc["tokens"]) if isinstance(doc.get("tokens"), list) else None)
+            return int(n) if isinstance(n, int) else None
+
+        one, two = await count("hello world"), await count("hello world hello world")
+        if one and two and two > one:  # a server that ignores the field answers with no tokens
+            return count
+    return None
 
 
 def _summary(values: list[float | None]) -> dict[str, float] | None:
@@ -339,10 +367,9 @@ def _say(s: _Session, msg: str) -> None:
 
 
 async def _run_cell(s: _Session, ctx: int, c: int, rows: list[dict[str, Any]]) -> CellResult:
-    n_words = s.sizer.words_for(ctx)
     reps: list[_Repeat] = []
     for i in range(s.opts.repeat):
-        rep = await _repeat(s, _contents(s, n_words, c))
+        rep = await _repeat(s, await _contents(s, ctx, c))
         rows.extend(request_rows(ctx, c, i, rep))
         reps.append(rep)
         ttft = d.ttft_s(rep.timings[0])
@@ -401,6 +428,8 @@ async def _session(url: str, opts: BenchOptions) -> _Session:
         raise BenchError(f"{url} lists no model", hint="give the served model name with --model")
     s = _Session(ep, model, opts, PromptSizer(tokenizer_path=opts.tokenizer))
     s.metrics = await scrape(ep, opts.api_key) is not None
+    if not opts.tokenizer:
+        s.sizer.counter = await _server_counter(s)
     await s.sizer.calibrate(lambda text: _probe(s, text))
     return s
 
@@ -428,6 +457,7 @@ async def run_bench_async(url: str, options: BenchOptions | None = None) -> Benc
             "tokens_per_word": s.sizer.tokens_per_word,
             "overhead_tokens": s.sizer.overhead,
             "calibrated": s.sizer.calibrated,
+            "exact": bool(s.opts.tokenizer) or s.sizer.counter is not None,
             "tokenizer": str(opts.tokenizer) if opts.tokenizer else None,
             "extras_accepted": s.extras,
         },

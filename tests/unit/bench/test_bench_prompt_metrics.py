@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from lair.bench.metrics import cell_engine_metrics, parse_prometheus
-from lair.bench.prompt import PromptSizer, needle_prompt, prompt_text
+from lair.bench.prompt import FILLER_WORDS, PromptSizer, needle_prompt, prompt_text
 
 PROM = """\
 # HELP vllm:prefix_cache_hits_total Prefix cache hits, in tokens.
@@ -69,3 +69,39 @@ def test_sizer_fits_the_servers_counts() -> None:
     assert sizer.calibrated
     words = sizer.words_for(4096)
     assert abs(1.5 * (words + 1) + 20 - 4096) <= 2
+
+
+def test_exact_counter_trims_every_prompt_to_the_target() -> None:
+    """With an exact counter the filler grows or shrinks until the server count is within 1% (or half
+    of the longest filler word, 5 tokens here)."""
+    import random
+
+    costs = {w: random.Random(w).choice([1, 2, 3, 5]) for w in FILLER_WORDS}  # uneven tokens per word
+
+    def tokens(text: str) -> int:
+        return sum(costs.get(w, 4) for w in text.split())
+
+    async def counter(text: str) -> int:
+        return tokens(text)
+
+    async def probe(text: str) -> int:  # the server adds 23 template tokens around the content
+        return tokens(text) + 23
+
+    sizer = PromptSizer(counter=counter)
+    asyncio.run(sizer.calibrate(probe))
+    assert sizer.calibrated and sizer.overhead == 23
+    for target in (64, 700, 5000):
+        sizes = [tokens(asyncio.run(sizer.fit(target))) + 23 for _ in range(20)]
+        assert all(abs(n - target) <= max(2.5, 0.01 * target) for n in sizes), (target, sizes)
+
+
+def test_a_counter_that_cannot_count_is_dropped() -> None:
+    async def counter(text: str) -> int:
+        return 0
+
+    async def probe(text: str) -> int:
+        return round(1.5 * len(text.split()) + 20)
+
+    sizer = PromptSizer(counter=counter)
+    asyncio.run(sizer.calibrate(probe))
+    assert sizer.counter is None and sizer.calibrated and abs(sizer.tokens_per_word - 1.5) < 0.01
