@@ -19,17 +19,29 @@ if TYPE_CHECKING:
 
 __all__ = ["build_parser", "main"]
 
-# Each module registers its subcommands. Order = order in --help.
-COMMAND_MODULES = (
-    "lair.cli.recipe_cmds",
-    "lair.cli.cluster_cmds",
-    "lair.cli.launch_cmds",
-    "lair.cli.bench_cmds",
-    "lair.cli.fit_cmds",
-)
+# Each module registers its subcommands (order = order in --help). The names let a command build
+# only its own module's parsers; a unit test keeps them equal to what each module registers.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "lair.cli.recipe_cmds": ("check", "show", "export", "schema", "new", "set", "rig", "scripts"),
+    "lair.cli.cluster_cmds": ("cluster", "nodes"),
+    "lair.cli.launch_cmds": ("plan", "launch", "status", "logs", "stop"),
+    "lair.cli.bench_cmds": ("bench", "report"),
+    "lair.cli.fit_cmds": ("fit",),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _modules_for(argv: Sequence[str] | None) -> list[str]:
+    """The command modules to load: only the one owning the command in ``argv``, else all."""
+    if argv is not None:
+        words = [a for a in argv if not a.startswith("-")]
+        for name, commands in COMMAND_MODULES.items():
+            if words and words[0] in commands:
+                return [name]
+    return list(COMMAND_MODULES)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``argv``, only the parsers that command needs (``--help`` gets all)."""
     from lair import __version__
 
     parser = argparse.ArgumentParser(
@@ -39,19 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"lair {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks and debug logs")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as exc:  # a command area not built yet
-            if exc.name != name:
-                raise
-            continue
-        mod.register(sub)
+    for name in _modules_for(argv):
+        importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         parser.print_help()
