@@ -106,7 +106,7 @@ def test_bench_writes_a_complete_report_that_show_renders(
     recipe.write_text(RECIPE)
     args = ["bench", url, "--contexts", "64,256", "--concurrency", "1,2", "--decode-tokens", "16"]
     args += ["--repeat", "2", "--tokenizer", str(tokenizer), "--needle", "--recipe", str(recipe)]
-    args += ["--set", f"MODEL={gguf}", "--set", f"API_KEY={SECRET}", "--json"]
+    args += ["--set", f"MODEL={gguf}", "--set", f"API_KEY={SECRET}", "--read-interval-ms", "5", "--json"]
     bench = _lair(*args, env_key=SECRET)
     assert bench.returncode == 0, bench.stderr
     out = json.loads(bench.stdout)
@@ -131,6 +131,7 @@ def test_bench_writes_a_complete_report_that_show_renders(
     results = json.loads((folder / "results.json").read_text())
     assert results["schema_version"] == 1 and results["fingerprint"]["recipe_sha256"]
     assert results["bench"]["metrics_endpoint"] is True
+    assert results["bench"]["options"]["read_interval_ms"] == 5.0
     rows = [json.loads(line) for line in (folder / "requests.jsonl").read_text().splitlines()]
     assert len(rows) == 2 * (1 + 2 + 1 + 2) and all(len(r["chunk_ms"]) >= 1 for r in rows)
     assert "<svg" in (folder / "report.html").read_text()
