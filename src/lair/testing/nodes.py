@@ -17,6 +17,7 @@ bridge and the iptables rule, and unmounts the per-node Docker folders.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -94,15 +95,31 @@ def _base36(n: int) -> str:
     return out or "0"
 
 
+_SEQ = itertools.count()
+_CLAIMED_SUBNETS: set[str] = set()  # handed out in this process (an instance may not be up yet)
+
+
 def free_subnet(start: int | None = None) -> str:
     """A ``10.231.X`` /24 that no interface on this machine uses (first three octets)."""
     used = _run("ip", "-4", "-o", "addr", "show").stdout
     first = start if start is not None else 20 + os.getpid() % 200
     for i in range(230):
         net = f"10.231.{(first + i) % 230 + 20}"
-        if f" {net}." not in used:
+        if f" {net}." not in used and net not in _CLAIMED_SUBNETS:
+            _CLAIMED_SUBNETS.add(net)
             return net
     raise RuntimeError("no free 10.231.X/24 subnet")
+
+
+def _free_tag() -> str:
+    """A name tag unique to this instance: the pid, a per-process sequence number, and no namespace or
+    state folder of that name on the machine (two instances in one process never share a tag)."""
+    pid = _base36(os.getpid() % 36**4)
+    for _ in range(36**2):
+        tag = pid + _base36(next(_SEQ) % 36**2).rjust(2, "0")
+        if not Path(f"/run/netns/ln{tag}n1").exists() and not Path(f"/var/tmp/lair-nodes-ln{tag}n").exists():
+            return tag
+    raise RuntimeError("no free name for test nodes")
 
 
 class NetnsNodes:
@@ -118,7 +135,7 @@ class NetnsNodes:
         base_dir: Path | None = None,
         dockerd: bool = False,
     ) -> None:
-        tag = _base36(os.getpid() % 36**4) + _base36(int(time.monotonic() * 1000) % 36)
+        tag = _free_tag()
         self.count = count
         self.prefix = prefix or f"ln{tag}n"
         self.bridge = bridge or f"ln{tag}br"
