@@ -45,7 +45,7 @@ for k in range(attempts):
         release(run_id)
     event = {"run": run_id, "ranks": sorted(n.rank for n in nodes), "mine": mine}
     print(json.dumps(event | {"granted": granted, "released": released}), flush=True)
-if mode == "wait":  # keep holding until killed
+if mode in ("hold", "wait"):  # keep holding until the parent has every event (or kills us)
     sys.stdin.readline()
 """
 
@@ -79,8 +79,12 @@ def race(env: dict[str, str], attempts: int, mode: str) -> list[dict[str, Any]]:
         p.stdin.write("go\n")
         p.stdin.flush()
     events = []
+    if mode == "hold":  # every worker reports while all winners still hold: a lease is only
+        for p in procs:  # reclaimable once its holder is dead, which is not a double grant
+            assert p.stdout is not None
+            events.append(json.loads(p.stdout.readline()))
     for p in procs:
-        out, err = p.communicate(timeout=180)
+        out, err = p.communicate(input="done\n" if mode == "hold" else None, timeout=180)
         assert p.returncode == 0, err
         events += [json.loads(line) for line in out.splitlines()]
     return events
