@@ -93,30 +93,15 @@ def _recipe_and_facts(args: argparse.Namespace) -> tuple[Any, Any]:
         recipe = load_recipe(args.file)
     model = args.model or (args.file if args.file and recipe is None else None)
     if model is None and recipe is not None:
-        model = _recipe_model_path(recipe)
+        from lair.fit.recipe_layout import recipe_model_path
+
+        model = recipe_model_path(recipe)
     if model is None:
         raise FitError(
             "no model facts: the recipe's model is not a local folder" if recipe else "nothing to fit",
             hint="pass --model DIR (a model folder, GGUF file or Hugging Face cache entry)",
         )
     return recipe, read_model_facts(model)
-
-
-def _recipe_model_path(recipe: Any) -> str | None:
-    """The recipe's model as a local path (placeholders filled from their defaults), or a Hugging Face
-    repo id found in the local cache; None otherwise."""
-    from lair.fit import find_in_hf_cache
-
-    text = str(recipe.model or "")
-    for name, ph in (recipe.placeholders or {}).items():
-        if ph.default is not None:
-            text = text.replace("{" + name + "}", str(ph.default))
-    if not text or "{" in text:
-        return None
-    if Path(text).exists():
-        return text
-    cached = find_in_hf_cache(text)
-    return str(cached) if cached else None
 
 
 def _layout(args: argparse.Namespace, recipe: Any) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 from lair.fit.catalog import GIB
 from lair.fit.fit import Layout
 
-__all__ = ["arg_value", "layout_from_recipe"]
+__all__ = ["arg_value", "layout_from_recipe", "recipe_model_path"]
 
 _ARGS = {
     "tp": ("--tensor-parallel-size", "-tp", "--tp-size", "--tp"),
@@ -99,3 +99,22 @@ def layout_from_recipe(recipe: Any) -> Layout:
         cpu_offload_bytes=int((_num(_lookup(recipe, "offload", None)) or 0) * GIB),
         spec_tokens=_spec_tokens(recipe),
     )
+
+
+def recipe_model_path(recipe: Any) -> str | None:
+    """The recipe's model as a local path (placeholders filled from their defaults), or a Hugging Face
+    repo id found in the local cache; None otherwise."""
+    from pathlib import Path
+
+    from lair.fit.model_facts import find_in_hf_cache
+
+    text = str(recipe.model or "")
+    for name, ph in (recipe.placeholders or {}).items():
+        if ph.default is not None:
+            text = text.replace("{" + name + "}", str(ph.default))
+    if not text or "{" in text:
+        return None
+    if Path(text).exists():
+        return text
+    cached = find_in_hf_cache(text)
+    return str(cached) if cached else None

@@ -43,16 +43,11 @@ def _recipe(report: Path, doc: dict[str, Any]) -> Any:
 
 
 def _model_path(recipe: Any, given: str | None) -> str | None:
-    if given:
+    if given or recipe is None:
         return given
-    if recipe is None or not recipe.model:
-        return None
-    if Path(recipe.model).exists():
-        return str(recipe.model)
-    from lair.fit import find_in_hf_cache
+    from lair.fit.recipe_layout import recipe_model_path
 
-    cached = find_in_hf_cache(recipe.model)
-    return str(cached) if cached else None
+    return recipe_model_path(recipe)
 
 
 def _hardware_spec(
