@@ -29,6 +29,7 @@ import select
 import socket
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 from lair.bench.client import TERMINATOR, Endpoint
@@ -48,13 +49,13 @@ _TAIL = 64
 """Bytes of the previous read searched again with the next one (a key split between reads)."""
 
 
-def _realtime_offset() -> float:
-    """CLOCK_REALTIME - perf_counter, from the closest of a few back-to-back readings."""
+def realtime_offset(clock: Callable[[], float] = time.perf_counter) -> float:
+    """CLOCK_REALTIME - ``clock``, from the closest of a few back-to-back readings."""
     best = (1.0, 0.0)
     for _ in range(7):
-        a = time.perf_counter()
+        a = clock()
         rt = time.clock_gettime(time.CLOCK_REALTIME)
-        b = time.perf_counter()
+        b = clock()
         best = min(best, (b - a, rt - (a + b) / 2))
     return best[1]
 
@@ -85,7 +86,7 @@ class RawStream:
     def _kernel_times(self) -> list[float | None]:
         if self._kernel is not None:
             return self._kernel
-        offset, unpack, lo = _realtime_offset(), _TIMESPEC.unpack_from, self.send_t
+        offset, unpack, lo = realtime_offset(), _TIMESPEC.unpack_from, self.send_t
         out: list[float | None] = []
         for local, stamp in zip(self.times, self.stamps, strict=True):
             kernel = None

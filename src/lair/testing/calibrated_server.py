@@ -41,6 +41,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from lair.bench.rawstream import realtime_offset
+
 __all__ = ["CalibratedServer", "ServerConfig", "main", "running_server"]
 
 
@@ -262,17 +264,7 @@ def _kernel_time(anc: list[tuple[int, int, bytes]]) -> float:
     return now
 
 
-def _realtime_offset() -> float:
-    best = (1.0, 0.0)
-    for _ in range(7):
-        a = time.monotonic()
-        rt = time.clock_gettime(time.CLOCK_REALTIME)
-        b = time.monotonic()
-        best = min(best, (b - a, rt - (a + b) / 2))
-    return best[1]
-
-
-_OFFSET = _realtime_offset()
+_OFFSET = realtime_offset(time.monotonic)
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 
 
