@@ -23,12 +23,45 @@ def _nodes_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--accept", action="store_true", help="accept an untrusted recipe's hooks and mounts")
 
 
+def _kube_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--target",
+        choices=("nodes", "kubernetes"),
+        default="nodes",
+        help="nodes: the steps per node (default); kubernetes: manifests (see docs/clusters.md)",
+    )
+    k = p.add_argument_group("kubernetes (--target kubernetes)")
+    k.add_argument("-o", "--output", metavar="DIR", help="write one YAML file per object (default: stdout)")
+    k.add_argument("--name", metavar="NAME", help="object name (default: the recipe's slug)")
+    k.add_argument(
+        "--workload",
+        choices=("statefulset", "leaderworkerset"),
+        default="statefulset",
+        help="StatefulSets + headless Service (default), or a LeaderWorkerSet",
+    )
+    k.add_argument(
+        "--mounts", choices=("hostpath", "pvc"), default="hostpath", help="volume of each extra mount"
+    )
+    k.add_argument(
+        "--pvc",
+        action="append",
+        default=[],
+        metavar="PATH=CLAIM",
+        help="this mount (container path) from a PVC",
+    )
+    k.add_argument("--secret", metavar="NAME", help="Secret with the secret env values (default NAME-env)")
+    k.add_argument(
+        "--gpus-per-node", type=int, metavar="N", help="nvidia.com/gpu per pod (default: the recipe's)"
+    )
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("plan", help="print exactly what launch will run on each node (nothing leased)")
     _nodes_arg(p)
     p.add_argument(
         "--json", action="store_true", help='print {"run", "nodes": [{name, address, rank, steps}]}'
     )
+    _kube_args(p)
     p.set_defaults(handler=cmd_plan)
 
     p = sub.add_parser("launch", help="launch a recipe on its nodes; Ctrl-C stops it cleanly")
@@ -86,10 +119,57 @@ def _show_acceptance(prep: Any) -> None:
         err(f"  {line}")
 
 
+def _kube_options(args: argparse.Namespace) -> Any:
+    from lair.errors import ConfigError
+    from lair.plan.kubernetes import KubeOptions
+
+    claims = {}
+    for spec in args.pvc:
+        path, sep, claim = spec.partition("=")
+        if not sep or not path.startswith("/") or not claim:
+            raise ConfigError(f"--pvc {spec!r}: expected CONTAINER_PATH=CLAIM")
+        claims[path.rstrip("/") or "/"] = claim
+    return KubeOptions(
+        name=args.name or "",
+        workload=args.workload,
+        mounts=args.mounts,
+        claims=claims,
+        secret=args.secret or "",
+        gpus_per_node=args.gpus_per_node,
+    )
+
+
+def _plan_kubernetes(args: argparse.Namespace) -> int:
+    from lair.launch.kubernetes import kubernetes_manifests
+    from lair.plan.kubernetes import to_yaml
+
+    prep, m = kubernetes_manifests(_request(args), _kube_options(args))
+    _show_acceptance(prep)
+    if args.output:
+        out = Path(args.output)
+        out.mkdir(parents=True, exist_ok=True)
+        for i, doc in enumerate(m.documents):
+            f = out / f"{i:02d}-{doc['kind'].lower()}-{doc['metadata']['name']}.yaml"
+            f.write_text(to_yaml([doc]), encoding="utf-8")
+            err(f"wrote {f}")
+    elif args.json:
+        dump_json(m.documents)
+    else:
+        sys.stdout.write(to_yaml(m.documents))
+    for note in m.notes:
+        err(f"warning: left out {note}")
+    if m.secret_keys:
+        keys = " ".join(f"--from-literal={k}=..." for k in m.secret_keys)
+        err(f"secret env comes from the Secret {m.secret}: kubectl create secret generic {m.secret} {keys}")
+    return 0
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from lair.launch import prepare
     from lair.plan import render_text
 
+    if args.target == "kubernetes":
+        return _plan_kubernetes(args)
     prep = prepare(_request(args), lease=False)
     _show_acceptance(prep)
     p = prep.plan

@@ -9,6 +9,7 @@ import re
 import secrets
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +36,8 @@ class Request:
     drop_unsupported: bool = False
     accept: bool = False
     run_id: str | None = None
+    place: Callable[[Recipe, str], list[Node]] | None = None
+    """Nodes from elsewhere (a scheduler's allocation, a renderer's pods), given (recipe, run id)."""
 
 
 @dataclass
@@ -81,6 +84,8 @@ def _nodes(recipe: Recipe, rig: Rig | None, req: Request, run_id: str, lease: bo
     from lair.inventory import acquire, adhoc_node, load_inventory
 
     n = recipe.required_nodes
+    if req.place is not None:
+        return req.place(recipe, run_id)
     if req.hosts:
         if len(req.hosts) < n:
             raise AllocationError(f"the recipe needs {n} nodes, --nodes gives {len(req.hosts)}")

@@ -116,7 +116,8 @@ def _start_steps(
     r, run = ctx.recipe, ctx.run
     if r.runtime == "native":
         argv = ["sh", "-c", NATIVE_START, env_file, *cmd.argv]
-        return [Step(stage=Stage.START, kind="start", name="start process", argv=argv)], None
+        step = Step(stage=Stage.START, kind="start", name="start process", argv=argv, command=cmd.argv)
+        return [step], None
     name = f"lair-{run.run_id}-r{t.rank}"
     labels = {
         "lair.run": run.run_id,
@@ -132,12 +133,15 @@ def _start_steps(
             name=f"{ctx.binary} run",
             argv=argv,
             manifest=";".join(manifests) or None,
+            command=cmd.argv,
         )
     ]
     if cmd.serve:
         wrap = 'exec "$@" >>/proc/1/fd/1 2>>/proc/1/fd/2'
         serve = [ctx.binary, "exec", "-d", name, "sh", "-c", wrap, "sh", *cmd.serve]
-        steps.append(Step(stage=Stage.SERVE, kind="exec", name="serve on the Ray head", argv=serve))
+        steps.append(
+            Step(stage=Stage.SERVE, kind="exec", name="serve on the Ray head", argv=serve, command=cmd.serve)
+        )
     return steps, name
 
 

@@ -73,6 +73,9 @@ class Step(_Model):
     mode: str | None = None
     env_names: list[str] | None = None
     manifest: str | None = None
+    command: list[str] | None = Field(
+        None, description="start/serve: the engine command alone (for targets that wrap it themselves)"
+    )
     urls: list[str] | None = None
     timeout_s: float | None = None
     on_failure: Literal["fail", "warn"] = "fail"
