@@ -82,9 +82,10 @@ def _register_rig(sub: Any) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from lair.engines.rules import RULES
     from lair.recipe import check_file
 
-    results = [check_file(f) for f in args.files]
+    results = [check_file(f, RULES) for f in args.files]
     errors = [i for r in results for i in r.errors]
     warnings = [i for r in results for i in r.warnings]
     ok = not errors and not (args.strict and warnings)

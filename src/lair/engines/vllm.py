@@ -1,59 +1,79 @@
 """vLLM: ``vllm serve MODEL`` plus the flags recipe keys map to, and multi-node wiring.
 
+Flags come from :data:`lair.engines.flags.VLLM_FLAGS` (vLLM 0.32.0). lair adds
+``--enable-prompt-tokens-details`` (so that responses carry ``cached_tokens``, the bench's cache
+proof) unless the recipe sets ``metrics_flags = false`` or writes the flag in either form.
+
 Multi-node with ``distributed_backend = "mp"`` (vLLM's multiprocessing executor across nodes): every
 node runs the same ``vllm serve`` with ``--nnodes N --node-rank R --master-addr HEAD
 --master-port P``; ranks above 0 add ``--headless`` (no API server). Flag names as in vLLM's
-"Parallelism and Scaling" guide, section "Running vLLM with MultiProcessing" (vLLM PR #30509,
-docs/serving/parallelism_scaling.md) and ``ParallelConfig.master_port`` (default 29501).
+"Parallelism and Scaling" guide ("Running vLLM with MultiProcessing"); ``master_port`` defaults to
+29501 there. Each node also gets ``VLLM_HOST_IP`` (its own address: without it gloo binds loopback
+or 0.0.0.0 and the ranks never meet) and ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME``.
 
-With ``"ray"``: a Ray head on rank 0 (``ray start --head --port P --block``), ``ray start
---address HEAD:P --block`` on the others, then ``vllm serve ... --distributed-executor-backend
-ray`` on the head once every node is up (the layout of vLLM's ``examples/online_serving/
-run_cluster.sh``).
+With ``"ray"`` (the layout of vLLM's ``examples/online_serving/run_cluster.sh``): the workers run
+``ray start --address HEAD:P --block``; the head runs one supervising shell (:func:`ray_head_script`)
+that starts ``ray start --head --block``, waits until every node joined, then runs the recipe's
+``vllm serve ... --distributed-executor-backend ray``. That shell is the head's main process: it
+ends when the server or the Ray head ends (so a crash fails the launch with the server's log), and
+on SIGTERM it stops the server, then the Ray head. The ``ray`` command is the one beside the
+entrypoint's ``vllm`` when that is a path (a venv's ``bin/``), else ``ray`` from PATH.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
-from lair.engines.base import EngineSpec, NodeCommand, Role, add_flag
+from lair.engines.base import EngineSpec, NodeCommand, Role
+from lair.engines.flags import VLLM_FLAGS
 
 if TYPE_CHECKING:
     from lair.recipe import Recipe
 
-__all__ = ["VLLM"]
+__all__ = ["VLLM", "ray_head_script"]
+
+F = VLLM_FLAGS
+RAY_JOIN_POLL_S = 2
 
 
 class VLLM(EngineSpec):
     name = "vllm"
+    host_ip_env = "VLLM_HOST_IP"
+    ray = True
 
     def default_entrypoint(self, recipe: Recipe, python: str) -> list[str]:
         return ["vllm", "serve", *([recipe.model] if recipe.model else [])]
 
+    def kv_cache_dtypes(self) -> tuple[str, ...]:
+        return F.kv_cache_dtypes
+
     def serve_flags(self, recipe: Recipe, argv: list[str]) -> None:
-        add_flag(argv, "--host", recipe.host)
-        add_flag(argv, "--port", recipe.port)
-        add_flag(argv, "--tensor-parallel-size", _over1(recipe.tensor_parallel_size), "-tp")
-        add_flag(argv, "--pipeline-parallel-size", _over1(recipe.pipeline_parallel_size), "-pp")
-        add_flag(argv, "--data-parallel-size", _over1(recipe.data_parallel_size), "-dp")
-        add_flag(argv, "--served-model-name", recipe.served_model_name)
-        add_flag(argv, "--gpu-memory-utilization", recipe.gpu_memory_utilization)
-        add_flag(argv, "--kv-cache-dtype", recipe.kv_cache_dtype)
-        add_flag(argv, "--max-model-len", recipe.max_model_len)
+        F.add(argv, "host", recipe.host)
+        F.add(argv, "port", recipe.port)
+        F.add(argv, "tensor_parallel_size", _over1(recipe.tensor_parallel_size))
+        F.add(argv, "pipeline_parallel_size", _over1(recipe.pipeline_parallel_size))
+        F.add(argv, "data_parallel_size", _over1(recipe.data_parallel_size))
+        F.add(argv, "served_model_name", recipe.served_model_name)
+        F.add(argv, "gpu_memory_utilization", recipe.gpu_memory_utilization)
+        F.add(argv, "kv_cache_dtype", recipe.kv_cache_dtype)
+        F.add(argv, "max_model_len", recipe.max_model_len)
+        if recipe.metrics_flags:
+            F.add(argv, "enable_prompt_tokens_details", True)
 
     def distributed(self, recipe: Recipe, role: Role, argv: list[str]) -> NodeCommand:
         if role.nnodes <= 1:
-            add_flag(argv, "--distributed-executor-backend", recipe.distributed_backend)
+            F.add(argv, "distributed_executor_backend", recipe.distributed_backend)
             return NodeCommand(argv)
         if recipe.distributed_backend == "ray":
             return _ray(role, argv)
-        add_flag(argv, "--distributed-executor-backend", "mp")
-        add_flag(argv, "--nnodes", role.nnodes)
-        add_flag(argv, "--node-rank", role.rank)
-        add_flag(argv, "--master-addr", role.master_addr)
-        add_flag(argv, "--master-port", role.master_port)
+        F.add(argv, "distributed_executor_backend", "mp")
+        F.add(argv, "nnodes", role.nnodes)
+        F.add(argv, "node_rank", role.rank)
+        F.add(argv, "master_addr", role.master_addr)
+        F.add(argv, "master_port", role.master_port)
         if not role.head:
-            add_flag(argv, "--headless", True)
+            F.add(argv, "headless", True)
         return NodeCommand(argv, role="head" if role.head else "worker")
 
 
@@ -61,12 +81,52 @@ def _over1(n: int) -> int | None:
     return n if n > 1 else None
 
 
-def _ray(role: Role, serve: list[str]) -> NodeCommand:
-    add_flag(serve, "--distributed-executor-backend", "ray")
-    ip = ["--node-ip-address", role.address] if role.address else []
+def ray_binary(serve: list[str]) -> str:
+    """``ray`` beside the entrypoint's ``vllm`` when that is a path, else ``ray`` from PATH."""
+    first = serve[0] if serve else ""
+    return first.rsplit("/", 1)[0] + "/ray" if "/" in first and first.endswith("/vllm") else "ray"
+
+
+def _ray_start(ray: str, role: Role) -> list[str]:
+    """``ray start`` of one node; its session folder (sockets, logs) lives in the run folder, so that
+    cleanup removes it and two nodes on one host (or two runs) never share one."""
+    argv = [ray, "start", "--block", "--disable-usage-stats"]
+    if role.address:
+        argv += ["--node-ip-address", role.address]
+    if role.workdir:
+        argv += ["--temp-dir", f"{role.workdir}/ray"]
     if role.head:
-        return NodeCommand(
-            ["ray", "start", "--head", "--port", str(role.master_port), *ip, "--block"], serve, "ray-head"
-        )
-    address = f"{role.master_addr}:{role.master_port}"
-    return NodeCommand(["ray", "start", "--address", address, *ip, "--block"], [], "ray-worker")
+        return [*argv, "--head", "--port", str(role.master_port), "--include-dashboard=false"]
+    return [*argv, "--address", f"{role.master_addr}:{role.master_port}"]
+
+
+def ray_head_script(ray_start: list[str], status: list[str], nnodes: int, serve: list[str]) -> str:
+    """The head's supervising shell: Ray head, wait for ``nnodes`` nodes, then the server."""
+    return f"""set -u
+serve=
+{shlex.join(ray_start)} & ray=$!
+trap 'kill -TERM $serve 2>/dev/null; wait $serve 2>/dev/null; kill -TERM $ray; wait $ray; exit 143' TERM INT
+until [ "$({shlex.join(status)} 2>/dev/null | grep -c ' node_')" -ge {nnodes} ]; do
+  kill -0 $ray 2>/dev/null || {{ echo "lair: the Ray head exited before {nnodes} nodes joined" >&2; exit 1; }}
+  sleep {RAY_JOIN_POLL_S}
+done
+echo "lair: {nnodes} Ray nodes joined; starting the server" >&2
+{shlex.join(serve)} & serve=$!
+while kill -0 $serve 2>/dev/null && kill -0 $ray 2>/dev/null; do sleep 1; done
+if kill -0 $serve 2>/dev/null; then echo "lair: the Ray head exited; stopping the server" >&2; kill $serve; fi
+wait $serve; rc=$?
+kill -TERM $ray 2>/dev/null; wait $ray
+echo "lair: the server exited with code $rc" >&2
+exit $rc
+"""
+
+
+def _ray(role: Role, serve: list[str]) -> NodeCommand:
+    F.add(serve, "distributed_executor_backend", "ray")
+    ray = ray_binary(serve)
+    start = _ray_start(ray, role)
+    if not role.head:
+        return NodeCommand(start, role="ray-worker")
+    status = [ray, "status", "--address", f"{role.master_addr}:{role.master_port}"]
+    script = ray_head_script(start, status, role.nnodes, serve)
+    return NodeCommand(["sh", "-c", script], role="ray-head")

@@ -19,6 +19,8 @@ rank = 0                            # order of allocation ("the first N free ran
 gpus = 1
 gpu_model = "RTX 4090"
 labels = { rack = "a" }
+engine_address = "192.168.100.2"    # optional: its address on the engines' network (default: address)
+interface = "enp1s0f0"              # optional: gloo/NCCL interface (default: route to the head)
 """
 
 from __future__ import annotations
@@ -55,6 +57,14 @@ class Node(_Strict):
     gpus: int = Field(0, ge=0, description="GPU count")
     gpu_model: str | None = Field(None, description="GPU model name")
     labels: dict[str, str] = Field(default_factory=dict, description="free-form tags")
+    engine_address: str | None = Field(
+        None, description="the node's address on the network the engines talk over (default: address)"
+    )
+    interface: str | None = Field(
+        None,
+        description="network interface for gloo/NCCL (GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME); "
+        "default: found on the node from its route to the head",
+    )
     local: bool = Field(False, description="run commands on this machine instead of over SSH")
     cluster: str = Field("", exclude=True, description="the cluster it belongs to ('' for ad-hoc)")
     ssh: SshOptions = Field(

@@ -125,7 +125,15 @@ def _targets(nodes: list[Node], lease: bool) -> list[Target]:
     from lair.runners import is_local
 
     return [
-        Target(name=n.name, address=n.address, rank=i, local=is_local(n), would_take=not lease)
+        Target(
+            name=n.name,
+            address=n.address,
+            rank=i,
+            local=is_local(n),
+            would_take=not lease,
+            engine_address=n.engine_address,
+            interface=n.interface,
+        )
         for i, n in enumerate(nodes)
     ]
 
@@ -144,6 +152,7 @@ def load_source(ref: str) -> tuple[Path, bool, str]:
 
 def prepare(req: Request, *, lease: bool) -> Prepared:
     """Load, allocate (lease or look) and plan. On any error nothing stays leased."""
+    from lair.engines.rules import RULES
     from lair.inventory import release
     from lair.launch.trust_store import acceptance_for
     from lair.plan import plan
@@ -151,7 +160,7 @@ def prepare(req: Request, *, lease: bool) -> Prepared:
     from lair.rig import load_rig
 
     path, trusted, source = load_source(req.recipe)
-    recipe = load_recipe(path)
+    recipe = load_recipe(path, RULES)
     rig = load_rig(req.rig) if req.rig else None
     run_id = req.run_id or new_run_id(recipe, str(path))
     acceptance: Acceptance | None = None

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from lair.errors import AllocationError, ConfigError, LaunchError
 from lair.plan.capabilities import apply_capabilities, runtime_ulimits
 from lair.plan.container import ContainerSpec, run_argv
-from lair.plan.model import NodePlan, Plan, RunInfo, Stage, Step, Target
+from lair.plan.model import DETECT, NodePlan, Plan, RunInfo, Stage, Step, Target
 from lair.plan.mounts import hub_mount, staging_script
 from lair.plan.trust import Acceptance, check_trust
 
@@ -108,6 +108,7 @@ class _Ctx:
     def __init__(self, recipe: Recipe, run: RunInfo, python: Callable[[Target], str], workroot: str) -> None:
         self.recipe, self.run, self.python, self.workroot = recipe, run, python, workroot
         self.binary = "podman" if recipe.runtime == "podman" else "docker"
+        self.peer_addr = ""  # rank 1's engine address: the head finds its interface toward it
 
 
 def _start_steps(
@@ -136,12 +137,6 @@ def _start_steps(
             command=cmd.argv,
         )
     ]
-    if cmd.serve:
-        wrap = 'exec "$@" >>/proc/1/fd/1 2>>/proc/1/fd/2'
-        serve = [ctx.binary, "exec", "-d", name, "sh", "-c", wrap, "sh", *cmd.serve]
-        steps.append(
-            Step(stage=Stage.SERVE, kind="exec", name="serve on the Ray head", argv=serve, command=cmd.serve)
-        )
     return steps, name
 
 
@@ -186,9 +181,12 @@ def _node(ctx: _Ctx, t: Target, n: int, find: Callable[[str], Path | None]) -> N
     workdir = f"{ctx.workroot}/lair-{run.run_id}-r{t.rank}"
     env_file = f"{workdir}/env"
     lair_env = _lair_env(run.run_id, t, n, run.master_addr, run.master_port, r.port)
-    role = Role(t.rank, n, run.master_addr, run.master_port, t.address)
+    role = Role(
+        t.rank, n, run.master_addr, run.master_port, t.engine_addr, t.interface, workdir, ctx.peer_addr
+    )
     python = ctx.python(t) if r.runtime == "native" else "python3"  # a container has its own
     cmd = get_engine(r.engine).command(r, role, python)
+    engine_env = {**cmd.env, **{k: DETECT + cmd.route_to for k in cmd.detect}}
     if r.runtime == "native" and cmd.argv and cmd.argv[0] in ("python", "python3"):
         cmd.argv[0] = ctx.python(t)  # the node's interpreter: lair's own on the local node
     hook_env = {**lair_env, "LAIR_PYTHON": ctx.python(t)}
@@ -199,8 +197,9 @@ def _node(ctx: _Ctx, t: Target, n: int, find: Callable[[str], Path | None]) -> N
             name="run folder + env-file",
             path=env_file,
             mode="0600",
-            env_names=sorted(node_env(r, lair_env)),
+            env_names=sorted({**node_env(r, lair_env), **engine_env}),
         ),
+        *_detect_steps(cmd.detect, cmd.route_to, env_file),
         *_hook_steps(Stage.BEFORE_SERVE, r.before_serve, workdir, hook_env, find),
     ]
     manifests, hubs = [], [h for m in r.extra_mounts if (h := hub_mount(m))]
@@ -233,8 +232,37 @@ def _node(ctx: _Ctx, t: Target, n: int, find: Callable[[str], Path | None]) -> N
         env_file=env_file,
         container=container,
         lair_env=lair_env,
+        engine_env=engine_env,
         steps=steps,
     )
+
+
+DETECT_SCRIPT = """\
+dev=$(ip -o route get {to} 2>/dev/null | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p')
+[ -n "$dev" ] || {{ echo "lair: no route from $(hostname) to {to} (ip route get {to})" >&2; exit 1; }}
+printf '{fmt}' {args} >> {env_file}
+"""
+
+
+def _detect_steps(names: Sequence[str], to: str, env_file: str) -> list[Step]:
+    """A prepare step that finds the node's interface toward ``to`` and appends ``names`` with it to
+    the env-file (when the cluster's node entry gives no ``interface``)."""
+    if not names:
+        return []
+    fmt = "".join(f"{n}=%s\\n" for n in names)
+    script = DETECT_SCRIPT.format(
+        to=shlex.quote(to), fmt=fmt, args=" ".join('"$dev"' for _ in names), env_file=shlex.quote(env_file)
+    )
+    return [Step(stage=Stage.PREPARE, kind="script", name="find the engines' interface", script=script)]
+
+
+def _check_engine(recipe: Recipe, where: str) -> None:
+    """The engine rules of ``lair check`` (KV dtype names, Ray support): ConfigError on the first."""
+    from lair.engines.rules import engine_issues
+
+    for path, msg, hint, _code in engine_issues(recipe)[:1]:
+        key = ".".join(str(p) for p in path)
+        raise ConfigError(f"{where or 'the recipe'}: {key}: {msg}", hint=hint)
 
 
 def _targets(recipe: Recipe, nodes: Sequence[Target]) -> list[Target]:
@@ -290,6 +318,7 @@ def plan(
     rendered, dropped = apply_capabilities(rendered, caps, drop=drop_unsupported)
     added = runtime_ulimits(rendered, caps)
     rendered = rendered.model_copy(update={"ulimits": {**rendered.ulimits, **added}})
+    _check_engine(rendered, recipe_path)
     targets = _targets(rendered, nodes)
     secrets = secret_env_names(recipe)
     head = targets[0]
@@ -304,7 +333,7 @@ def plan(
         port=rendered.port,
         health_path=rendered.health_path,
         ready_timeout_s=rendered.ready_timeout_s,
-        master_addr=head.address,
+        master_addr=head.engine_addr,
         master_port=master_port,
         endpoint=f"http://{_reach(head, rendered.host)}:{rendered.port}/v1",
         served_model=rendered.served_model_name,
@@ -315,6 +344,7 @@ def plan(
         added=[f"--ulimit {k}={v} (the hosts cap {k}; podman's default is higher)" for k, v in added.items()],
     )
     ctx = _Ctx(rendered, run, python or (lambda _t: "python3"), workroot)
+    ctx.peer_addr = targets[1].engine_addr if len(targets) > 1 else ""
     out = Plan(run=run, nodes=[_node(ctx, t, len(targets), find_script or default_find) for t in targets])
     out.set_env(rendered.env)
     return out

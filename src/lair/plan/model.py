@@ -28,7 +28,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-__all__ = ["STAGE_ORDER", "NodePlan", "Plan", "RunInfo", "Stage", "Step", "Target"]
+__all__ = ["DETECT", "STAGE_ORDER", "NodePlan", "Plan", "RunInfo", "Stage", "Step", "Target"]
+
+DETECT = "detect:"
+"""Prefix of an engine env value the node finds itself (``detect:ADDR``: the interface toward ADDR)."""
 
 
 class Stage(StrEnum):
@@ -60,6 +63,12 @@ class Target(_Model):
     rank: int = Field(ge=0)
     local: bool = Field(False, description="the machine lair runs on (no SSH)")
     would_take: bool = Field(False, description="planned only: the rank is not leased")
+    engine_address: str | None = Field(None, description="address on the engines' network (default: address)")
+    interface: str | None = Field(None, description="gloo/NCCL interface (default: detected on the node)")
+
+    @property
+    def engine_addr(self) -> str:
+        return self.engine_address or self.address
 
 
 class Step(_Model):
@@ -92,6 +101,11 @@ class NodePlan(_Model):
     env_file: str
     container: str | None = Field(None, description="container name (docker/podman runtimes)")
     lair_env: dict[str, str] = Field(description="LAIR_* env of this node (rank, master address/port)")
+    engine_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="this node's engine networking env (its address, gloo/NCCL interface); a value "
+        "'detect:ADDR' is found on the node at start, from its route to ADDR",
+    )
     steps: list[Step]
 
     def stage(self, stage: Stage) -> list[Step]:
@@ -132,8 +146,11 @@ class Plan(_Model):
         self._env = dict(env)
 
     def env_values(self, node: NodePlan) -> dict[str, str]:
-        """The env-file content of ``node``: the recipe's env (real values) then its LAIR_* env."""
-        return {**self._env, **node.lair_env}
+        """The env-file content of ``node``: the recipe's env (real values), its engine networking
+        env (names the recipe sets are not in it), then its LAIR_* env. Detected values are
+        appended on the node by a ``prepare`` script step."""
+        fixed = {k: v for k, v in node.engine_env.items() if not v.startswith(DETECT)}
+        return {**self._env, **fixed, **node.lair_env}
 
     @property
     def head(self) -> NodePlan:

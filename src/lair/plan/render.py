@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from lair.plan.model import NodePlan, Plan, Step
+from lair.plan.model import DETECT, NodePlan, Plan, Step
 
 __all__ = ["render_text"]
 
@@ -41,9 +41,18 @@ def _step(i: int, s: Step) -> list[str]:
     return lines
 
 
+def _env_value(name: str, value: str) -> str:
+    if value.startswith(DETECT):
+        return f"{name}=<interface toward {value[len(DETECT) :]}, found on the node>"
+    return f"{name}={value}"
+
+
 def _node(n: NodePlan) -> list[str]:
     mark = " (would take: not leased)" if n.would_take else ""
     out = [f"node {n.name} ({n.address}) rank {n.rank}, {n.role}{mark}"]
+    if n.engine_env:
+        shown = [_env_value(k, v) for k, v in n.engine_env.items()]
+        out.append(f"  engine networking: {', '.join(shown)}")
     for i, s in enumerate(n.steps, 1):
         out += _step(i, s)
     return out

@@ -11,14 +11,14 @@ edit_toml(path, {"a.b": value})         comment- and layout-preserving edit of a
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from lair.errors import Issue, PlaceholderError, RecipeError
 from lair.recipe.model import Hook, Meta, Mount, Placeholder, Recipe, parse_size
 from lair.recipe.source import FORMATS, format_of, read_source, read_text
-from lair.recipe.validate import CheckResult, check, is_secret_name
+from lair.recipe.validate import CheckResult, Rule, check, is_secret_name
 
 __all__ = [
     "FORMATS",
@@ -28,6 +28,7 @@ __all__ = [
     "Mount",
     "Placeholder",
     "Recipe",
+    "Rule",
     "check_file",
     "check_text",
     "edit_toml",
@@ -45,22 +46,23 @@ __all__ = [
 REDACTED = "***"
 
 
-def check_text(text: str, name: str, fmt: str) -> CheckResult:
+def check_text(text: str, name: str, fmt: str, rules: Sequence[Rule] = ()) -> CheckResult:
     try:
-        return check(read_text(text, name, fmt))
+        return check(read_text(text, name, fmt), rules)
     except RecipeError as exc:
         return CheckResult(name, None, list(exc.issues), [])
 
 
-def check_file(path: str | Path) -> CheckResult:
+def check_file(path: str | Path, rules: Sequence[Rule] = ()) -> CheckResult:
+    """Errors and warnings of a recipe file; ``rules`` add checks from higher layers (engines)."""
     try:
-        return check(read_source(path))
+        return check(read_source(path), rules)
     except RecipeError as exc:
         return CheckResult(str(path), None, list(exc.issues), [])
 
 
-def load_recipe(path: str | Path) -> Recipe:
-    result = check_file(path)
+def load_recipe(path: str | Path, rules: Sequence[Rule] = ()) -> Recipe:
+    result = check_file(path, rules)
     if result.recipe is None:
         raise RecipeError(result.errors)
     return result.recipe

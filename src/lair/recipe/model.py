@@ -267,6 +267,11 @@ class Recipe(Strict):
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     kv_cache_dtype: str | None = None
     max_model_len: int | None = Field(None, ge=1)
+    metrics_flags: bool = Field(
+        True,
+        description="add the engine flags lair's cache and metrics proofs need (vLLM "
+        "--enable-prompt-tokens-details; SGLang --enable-metrics --enable-cache-report)",
+    )
     before_serve: HookList = Field(default_factory=list)
     after_stop: HookList = Field(default_factory=list)
     extra_mounts: list[Mount] = Field(default_factory=list)

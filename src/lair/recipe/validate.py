@@ -1,13 +1,16 @@
 """Validation of a recipe source: schema errors, cross-field rules and lint warnings, all located.
 
 ``check(source)`` never raises for a bad recipe: it returns every error and warning of the file at
-once, each at ``file:line:col`` with the dotted key and a hint.
+once, each at ``file:line:col`` with the dotted key and a hint. ``rules`` adds checks that need
+knowledge from a higher layer (the engines' flag tables): each yields ``(key path, message, hint,
+code)`` errors for a schema-valid recipe, located like the others.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +21,10 @@ from lair.recipe import placeholders as ph
 from lair.recipe.model import ENGINES, Recipe
 from lair.recipe.source import Key, Source
 
-__all__ = ["CheckResult", "check", "dotted", "is_secret_name"]
+__all__ = ["CheckResult", "Rule", "check", "dotted", "is_secret_name"]
+
+Rule = Callable[[Recipe], Iterable[tuple[Key, str, str, str]]]
+"""An extra check: a recipe -> ``(key path, message, hint, code)`` errors."""
 
 _SECRET_WORDS = {"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS", "PAT"}
 _FRACTION_ENV = re.compile(r"(GPU_MEMORY_UTILIZATION|MEM_FRACTION(_STATIC)?)$")
@@ -83,7 +89,7 @@ class _Ctx:
         (self.warnings if warn else self.errors).append(issue)
 
 
-def check(src: Source) -> CheckResult:
+def check(src: Source, rules: Sequence[Rule] = ()) -> CheckResult:
     ctx = _Ctx(src)
     recipe: Recipe | None = None
     try:
@@ -95,6 +101,9 @@ def check(src: Source) -> CheckResult:
     if recipe is not None:
         _check_model(ctx, recipe)
         _lint(ctx, recipe)
+        for rule in rules:
+            for path, msg, hint, code in rule(recipe):
+                ctx.add(path, msg, hint, code=code)
     ctx.errors.sort(key=lambda i: (i.line, i.col))
     ctx.warnings.sort(key=lambda i: (i.line, i.col))
     return CheckResult(src.path, recipe if not ctx.errors else None, ctx.errors, ctx.warnings)

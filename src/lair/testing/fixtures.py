@@ -12,6 +12,7 @@ Session-scoped (built once, torn down at the end):
 - ``engine_image_on_nodes``: ``engine_image`` loaded into every ``ssh_nodes_docker`` node's dockerd.
 - ``engine_image_in_podman``: ``engine_image`` loaded into this machine's podman storage.
 - ``tiny_model``: path of a tiny random GGUF (its Hugging Face folder is beside it, ``hf/``).
+- ``vllm_venv`` / ``sglang_venv``: the cached engine venvs (:mod:`lair.testing.engines`).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ __all__ = [
     "engine_image_in_podman",
     "engine_image_on_nodes",
     "lair_home",
+    "sglang_venv",
     "ssh_nodes",
     "ssh_nodes_docker",
     "tiny_model",
+    "vllm_venv",
 ]
 
 
@@ -86,3 +89,17 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from lair.testing.tiny_model import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def vllm_venv() -> Path:
+    from lair.testing.engines import vllm_venv
+
+    return vllm_venv()
+
+
+@pytest.fixture(scope="session")
+def sglang_venv() -> Path:
+    from lair.testing.engines import sglang_venv
+
+    return sglang_venv()

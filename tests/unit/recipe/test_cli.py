@@ -123,3 +123,34 @@ def test_scripts_lists_builtins(capsys: pytest.CaptureFixture[str]) -> None:
     assert rc == 0 and {"unlock_display_ram", "restore_display_ram", "make_tiny_model"} <= set(
         json.loads(out)
     )
+
+
+def _check_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> tuple[int, list[dict[str, str]]]:
+    f = tmp_path / "recipe.toml"
+    f.write_text(text)
+    rc, out, _ = run(capsys, "check", str(f), "--json")
+    return rc, json.loads(out)["errors"]
+
+
+def test_check_kv_cache_dtype_names_per_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    head = 'docker_image = "i:1"\nmodel = "m"\n'
+    rc, errors = _check_one(tmp_path, capsys, f'engine = "sglang"\n{head}kv_cache_dtype = "fp8"\n')
+    assert rc == 1 and [(e["line"], e["path"], e["code"]) for e in errors] == [
+        (4, "kv_cache_dtype", "kv-cache-dtype")
+    ]
+    assert "'fp8_e4m3' or 'fp8_e5m2'" in errors[0]["hint"]
+    assert _check_one(tmp_path, capsys, f'engine = "vllm"\n{head}kv_cache_dtype = "fp8"\n') == (0, [])
+    rc, errors = _check_one(tmp_path, capsys, f'engine = "vllm"\n{head}args = ["--kv-cache-dtype", "fp9"]\n')
+    assert rc == 1 and errors[0]["path"] == "args[1]" and "vllm does not accept" in errors[0]["message"]
+
+
+def test_check_refuses_ray_for_sglang(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (
+        'engine = "sglang"\ndocker_image = "i:1"\nmodel = "m"\nrequired_nodes = 2\n'
+        'tensor_parallel_size = 2\ndistributed_backend = "ray"\n'
+    )
+    rc, errors = _check_one(tmp_path, capsys, text)
+    assert rc == 1 and [(e["line"], e["code"]) for e in errors] == [(6, "ray-unsupported")]
+    assert _check_one(tmp_path, capsys, text.replace('"ray"', '"mp"')) == (0, [])
