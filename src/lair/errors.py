@@ -11,7 +11,8 @@
     ├── RunnerError                runner          a command failed on a node (host, argv, rc, stderr tail)
     ├── LaunchError                launch          a launch failed (after a clean rollback)
     ├── BenchError                 bench           a benchmark could not run or measure
-    └── FitError                   fit             model facts or hardware figures are missing
+    ├── FitError                   fit             model facts or hardware figures are missing
+    └── RegistryError              registry.*      a registry request failed (carries an HTTP status)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = [
     "LaunchError",
     "PlaceholderError",
     "RecipeError",
+    "RegistryError",
     "RunnerError",
     "TrustError",
 ]
@@ -180,3 +182,26 @@ class BenchError(LairError):
 
 class FitError(LairError):
     code = "fit"
+
+
+class RegistryError(LairError):
+    """A registry request failed: ``status`` is the HTTP status, ``code`` a stable name such as
+    ``not_found``, ``invalid``, ``conflict``; ``errors`` holds located recipe problems when there are any."""
+
+    code = "registry"
+
+    def __init__(
+        self, status: int, code: str, message: str, *, hint: str = "", errors: list[Issue] | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.code = code
+        self.errors = list(errors or [])
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"code": self.code, "message": self.message, "status": self.status}
+        if self.hint:
+            d["hint"] = self.hint
+        if self.errors:
+            d["errors"] = [i.as_dict() for i in self.errors]
+        return d

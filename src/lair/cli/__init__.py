@@ -27,6 +27,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lair.cli.launch_cmds": ("plan", "launch", "status", "logs", "stop"),
     "lair.cli.bench_cmds": ("bench", "report"),
     "lair.cli.fit_cmds": ("fit",),
+    "lair.cli.registry_cmds": ("serve", "registry"),
 }
 
 

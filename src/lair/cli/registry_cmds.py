@@ -1,0 +1,104 @@
+"""``lair serve`` and ``lair registry migrate|seed|export-static``: the recipe site and its database."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lair.cli._common import dump_json, err
+
+__all__ = ["register"]
+
+DB_HELP = (
+    "database URL: a SQLite path or sqlite:///..., or postgresql://... "
+    "(default: LAIR_REGISTRY_DB, else a SQLite file in the user data dir)"
+)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="serve the recipe site and its JSON API",
+        description="Serve the registry: upgrades the database, seeds the bundled examples into an empty one, "
+        "then serves pages and /api/v1 with N worker processes.",
+    )
+    p.add_argument("--db", metavar="URL", help=DB_HELP)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8780, help="port (default 8780)")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes (default 1)")
+    p.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="base URL shown in pages and agent prompts (default: from the request)",
+    )
+    p.add_argument(
+        "--no-seed", action="store_true", help="do not seed the bundled examples into an empty database"
+    )
+    p.set_defaults(handler=cmd_serve)
+
+    r = sub.add_parser("registry", help="registry database: migrate, seed, export a static copy")
+    rs = r.add_subparsers(dest="registry_command", metavar="ACTION", required=True)
+    m = rs.add_parser("migrate", help="upgrade the database schema (or downgrade with --to)")
+    m.add_argument("--db", metavar="URL", help=DB_HELP)
+    m.add_argument(
+        "--to", default="head", metavar="REV", help="target revision: head (default), base, or NNNN"
+    )
+    m.add_argument("--json", action="store_true", help="print one JSON document")
+    m.set_defaults(handler=cmd_migrate)
+    s = rs.add_parser("seed", help="publish the bundled example recipes not published yet")
+    s.add_argument("--db", metavar="URL", help=DB_HELP)
+    s.add_argument("--json", action="store_true", help="print one JSON document")
+    s.set_defaults(handler=cmd_seed)
+    e = rs.add_parser("export-static", help="write the JSON API and the pages as files with the same URLs")
+    e.add_argument("dir", metavar="DIR", help="output folder")
+    e.add_argument("--db", metavar="URL", help=DB_HELP)
+    e.add_argument("--base-url", default="", metavar="URL", help="base URL the copy will be served from")
+    e.add_argument("--json", action="store_true", help="print one JSON document")
+    e.set_defaults(handler=cmd_export_static)
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from lair.registry.db.engine import current_revision, make_engine, migrate
+
+    engine = make_engine(args.db)
+    migrate(engine, args.to)
+    rev = current_revision(engine)
+    dump_json({"ok": True, "revision": rev}) if args.json else err(f"database at revision {rev or 'base'}")
+    return 0
+
+
+def cmd_seed(args: argparse.Namespace) -> int:
+    from lair.registry.db.engine import make_engine, migrate
+    from lair.registry.service.publish import seed_examples
+
+    engine = make_engine(args.db)
+    migrate(engine)
+    with engine.begin() as conn:
+        added = seed_examples(conn)
+    dump_json({"ok": True, "added": added}) if args.json else err(
+        f"seeded {len(added)} recipe(s): {', '.join(added) or '-'}"
+    )
+    return 0
+
+
+def cmd_export_static(args: argparse.Namespace) -> int:
+    from lair.registry.static import export_static
+
+    files = export_static(args.dir, args.db, base_url=args.base_url)
+    dump_json({"ok": True, "files": len(files)}) if args.json else err(
+        f"wrote {len(files)} files under {args.dir}"
+    )
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from lair.registry.serve import serve
+
+    return serve(
+        args.db,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        public_url=args.public_url,
+        seed=not args.no_seed,
+    )

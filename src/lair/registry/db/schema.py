@@ -1,0 +1,167 @@
+"""Tables of the registry, as SQLAlchemy 2 declarative models.
+
+The ORM classes define the schema (and are what the migrations were written from); the hot read
+paths use their ``__table__`` through SQLAlchemy Core, never ORM sessions. Revisions are immutable:
+a recipe's content is always its latest revision's canonical TOML. ``registry_version`` holds one
+counter that every write bumps in the same transaction: response caches key on it, in every process.
+
+Facet columns (GPU model, count, VRAM, engine, model id, max context, license, tags) copy values out
+of the latest revision so filters are plain indexed comparisons.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = ["Base", "Measurement", "Recipe", "RecipeTag", "RegistryVersion", "Revision", "User", "Vote"]
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    display_name: Mapped[str] = mapped_column(String(200), default="")
+    link: Mapped[str | None] = mapped_column(String(500))
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    hidden: Mapped[bool] = mapped_column(Boolean, default=False)
+    password_hash: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Recipe(Base):
+    __tablename__ = "recipes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slug: Mapped[str] = mapped_column(String(200), unique=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    upstream_id: Mapped[int | None] = mapped_column(ForeignKey("recipes.id"))
+    upstream_revision: Mapped[int | None] = mapped_column(Integer)
+    title: Mapped[str] = mapped_column(String(500))
+    summary: Mapped[str] = mapped_column(Text, default="")
+    latest_revision: Mapped[int] = mapped_column(Integer, default=1)
+    votes: Mapped[int] = mapped_column(Integer, default=0)
+    hidden: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # facets, from the latest revision
+    engine: Mapped[str] = mapped_column(String(64))
+    gpu_model: Mapped[str | None] = mapped_column(String(100))
+    gpu_key: Mapped[str | None] = mapped_column(String(100))
+    gpu_count: Mapped[int | None] = mapped_column(Integer)
+    vram_gb: Mapped[float | None] = mapped_column(Float)
+    model_id: Mapped[str | None] = mapped_column(String(300))
+    model_key: Mapped[str | None] = mapped_column(String(300))
+    max_context: Mapped[int | None] = mapped_column(BigInteger)
+    license: Mapped[str | None] = mapped_column(String(100))
+    best_decode_tok_s: Mapped[float | None] = mapped_column(Float)
+    verified_rows: Mapped[int] = mapped_column(Integer, default=0)
+    search_text: Mapped[str] = mapped_column(Text, default="")
+
+    __table_args__ = (
+        Index("ix_recipes_votes", "votes", "id"),
+        Index("ix_recipes_updated", "updated_at", "id"),
+        Index("ix_recipes_engine", "engine", "votes"),
+        Index("ix_recipes_gpu", "gpu_key", "gpu_count", "votes"),
+        Index("ix_recipes_model", "model_key", "votes"),
+        Index("ix_recipes_context", "max_context"),
+        Index("ix_recipes_vram", "vram_gb"),
+        Index("ix_recipes_verified", "verified_rows"),
+        Index("ix_recipes_owner", "owner_id"),
+    )
+
+
+class RecipeTag(Base):
+    __tablename__ = "recipe_tags"
+
+    recipe_id: Mapped[int] = mapped_column(ForeignKey("recipes.id", ondelete="CASCADE"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(100), primary_key=True)
+
+    __table_args__ = (Index("ix_recipe_tags_tag", "tag", "recipe_id"),)
+
+
+class Revision(Base):
+    __tablename__ = "revisions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    recipe_id: Mapped[int] = mapped_column(ForeignKey("recipes.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    toml: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    notes: Mapped[str] = mapped_column(Text, default="")
+    author_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        UniqueConstraint("recipe_id", "number", name="uq_revisions_recipe_number"),
+        Index("ix_revisions_sha256", "sha256"),
+    )
+
+
+class Measurement(Base):
+    """One speed row, tied to the revision it was measured with; ``provenance`` is reported (typed by
+    the author), verified (an accepted report upload) or replicated. Retracted rows stay, struck."""
+
+    __tablename__ = "measurements"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    recipe_id: Mapped[int] = mapped_column(ForeignKey("recipes.id", ondelete="CASCADE"))
+    revision_id: Mapped[int] = mapped_column(ForeignKey("revisions.id", ondelete="CASCADE"))
+    context: Mapped[int] = mapped_column(BigInteger)
+    concurrency: Mapped[int] = mapped_column(Integer, default=1)
+    prefill_tok_s: Mapped[float | None] = mapped_column(Float)
+    decode_tok_s: Mapped[float | None] = mapped_column(Float)
+    decode_tok_s_per_stream: Mapped[float | None] = mapped_column(Float)
+    ttft_ms: Mapped[float | None] = mapped_column(Float)
+    provenance: Mapped[str] = mapped_column(String(20), default="reported")
+    note: Mapped[str] = mapped_column(Text, default="")
+    submitted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    rig_fingerprint: Mapped[str | None] = mapped_column(String(64))
+    report_id: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    retracted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    retracted_reason: Mapped[str | None] = mapped_column(Text)
+    retracted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+
+    __table_args__ = (
+        Index("ix_measurements_recipe", "recipe_id", "context"),
+        Index("ix_measurements_context_decode", "context", "decode_tok_s"),
+    )
+
+
+class Vote(Base):
+    __tablename__ = "votes"
+
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    recipe_id: Mapped[int] = mapped_column(ForeignKey("recipes.id", ondelete="CASCADE"), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_votes_recipe", "recipe_id"),)
+
+
+class RegistryVersion(Base):
+    """One row: a counter bumped by every write, and when."""
+
+    __tablename__ = "registry_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger, default=0)
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

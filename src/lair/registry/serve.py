@@ -1,0 +1,65 @@
+"""``lair serve``: migrate, seed an empty database, then run granian with N workers.
+
+Each worker builds its own app from the environment (``LAIR_REGISTRY_DB``, ``LAIR_REGISTRY_PUBLIC_URL``):
+processes share nothing but the database, so any number of them, on any number of machines over one
+PostgreSQL, serve the same data.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import sqlalchemy as sa
+
+from lair.registry.db.engine import connect_url, default_url, make_engine, migrate
+
+__all__ = ["prepare", "serve"]
+
+
+def err(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def prepare(db: str | None, *, seed: bool = True) -> tuple[str, list[str]]:
+    """Upgrade the schema; seed the bundled examples when there is no recipe yet."""
+    from lair.registry.service.publish import RECIPES, seed_examples
+
+    url = connect_url(db or default_url())
+    engine = make_engine(url)
+    migrate(engine)
+    added: list[str] = []
+    with engine.begin() as conn:
+        if seed and conn.execute(sa.select(sa.func.count()).select_from(RECIPES)).scalar_one() == 0:
+            added = seed_examples(conn)
+    engine.dispose()
+    return url, added
+
+
+def serve(
+    db: str | None, *, host: str, port: int, workers: int, public_url: str | None, seed: bool = True
+) -> int:
+    from granian import Granian
+    from granian.constants import Interfaces
+
+    url, added = prepare(db, seed=seed)
+    if added:
+        err(f"seeded {len(added)} example recipe(s): {', '.join(added)}")
+    os.environ["LAIR_REGISTRY_DB"] = url
+    if public_url:
+        os.environ["LAIR_REGISTRY_PUBLIC_URL"] = public_url
+    err(
+        f"serving {url.split('@')[-1]} on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})"
+    )
+    server = Granian(
+        "lair.registry.web.app:factory",
+        address=host,
+        port=port,
+        interface=Interfaces.ASGI,
+        workers=workers,
+        factory=True,
+        log_access=False,
+        backlog=2048,
+    )
+    server.serve()
+    return 0

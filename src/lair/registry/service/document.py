@@ -1,0 +1,68 @@
+"""The JSON document of a recipe: the page's twin and ``/api/v1/recipes/<slug>.json``.
+
+``recipe`` is exactly what ``lair export --format json`` prints for the revision's canonical model;
+beside it: slug, revision, sha256, votes, measurements with provenance, driver floor, history, links.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lair.recipe import export_text
+from lair.registry.service.driver import driver_floor
+from lair.registry.service.read import RecipeRecord, RevisionInfo
+from lair.registry.service.timefmt import iso
+
+__all__ = ["api_url", "recipe_document", "revision_document"]
+
+
+def api_url(base: str, slug: str, ext: str = "json") -> str:
+    return f"{base}/api/v1/recipes/{slug}.{ext}"
+
+
+def _revision(r: RevisionInfo) -> dict[str, Any]:
+    return {
+        "number": r.number,
+        "sha256": r.sha256,
+        "notes": r.notes,
+        "author": r.author,
+        "created_at": iso(r.created_at),
+    }
+
+
+def recipe_document(rec: RecipeRecord, base: str) -> dict[str, Any]:
+    slug = rec.slug
+    return {
+        "ok": True,
+        "slug": slug,
+        "title": rec.recipe.meta.title or rec.recipe.display_name,
+        "revision": rec.revision.number,
+        "sha256": rec.revision.sha256,
+        "owner": rec.owner,
+        "upstream": rec.upstream,
+        "upstream_revision": rec.upstream_revision,
+        "votes": rec.votes,
+        "created_at": iso(rec.created_at),
+        "updated_at": iso(rec.updated_at),
+        "recipe": json.loads(export_text(rec.recipe, "json")),
+        "measurements": rec.measurements,
+        "driver_floor": driver_floor(rec.recipe).as_dict(),
+        "revisions": [_revision(r) for r in rec.history],
+        "links": {
+            "page": f"{base}/recipes/{slug}",
+            "json": api_url(base, slug),
+            "toml": api_url(base, slug, "toml"),
+            "yaml": api_url(base, slug, "yaml"),
+            "revision": f"{base}/api/v1/recipes/{slug}/revisions/{rec.revision.number}.json",
+        },
+    }
+
+
+def revision_document(rec: RecipeRecord, base: str) -> dict[str, Any]:
+    """One revision (immutable): its model, hash, notes and author."""
+    doc = recipe_document(rec, base)
+    doc["revision_notes"] = rec.revision.notes
+    doc["author"] = rec.revision.author
+    doc["revision_created_at"] = iso(rec.revision.created_at)
+    return doc

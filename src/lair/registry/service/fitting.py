@@ -1,0 +1,95 @@
+"""lair.fit on the registry: the fit widget (a catalog GPU and a count) and % of roofline per row.
+
+Model facts come only from the bundled table (``data/models.toml``): a registry never reads model
+folders named by a recipe (they would be paths on the server's own disk).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from lair.errors import FitError, RegistryError
+from lair.fit import (
+    Hardware,
+    Measured,
+    ModelFacts,
+    facts_from_config,
+    find_device,
+    layout_from_recipe,
+    rate_row,
+)
+from lair.fit.summary import fit_summary
+from lair.recipe import Recipe
+from lair.registry.service.facets import norm_key
+
+__all__ = ["fit_for", "gpu_choices", "known_facts", "rated_rows"]
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "models.toml"
+
+
+@cache
+def _models() -> dict[str, tuple[str, dict[str, Any]]]:
+    raw = tomllib.loads(DATA.read_text(encoding="utf-8"))["models"]
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for repo, entry in raw.items():
+        for name in (repo, *entry.get("aliases", [])):
+            out[norm_key(name) or name] = (repo, entry["config"])
+    return out
+
+
+def known_facts(recipe: Recipe) -> tuple[ModelFacts | None, str]:
+    """The model's facts when the registry knows them, else None and why not."""
+    m = recipe.meta
+    names = [m.model_repo, m.upstream_weights, recipe.model, recipe.served_model_name]
+    for name in names:
+        hit = _models().get(norm_key(name) or "") if name else None
+        if hit:
+            return facts_from_config(hit[1], hit[0]), ""
+    shown = next((n for n in names if n), "this model")
+    return None, f"model facts unknown: the registry has no config for {shown}"
+
+
+def gpu_choices() -> list[dict[str, Any]]:
+    from lair.fit import load_catalog
+
+    return [{"id": d.id, "name": d.name, "memory_gb": d.memory_gb} for d in load_catalog()]
+
+
+def _hardware(name: str, count: int) -> Hardware:
+    try:
+        return Hardware(find_device(name), gpus=count)
+    except FitError as exc:
+        raise RegistryError(422, "invalid", exc.message, hint=exc.hint) from None
+
+
+def fit_for(recipe: Recipe, gpu: str, count: int, context: int | None = None) -> dict[str, Any]:
+    """The fit verdict, KV pool and max context of ``recipe`` on ``count`` x ``gpu``."""
+    facts, why = known_facts(recipe)
+    hw = _hardware(gpu, count)
+    if facts is None:
+        return {"ok": False, "known": False, "reason": why, "gpu": hw.device.name, "gpus": count}
+    out = fit_summary(facts, hw, layout_from_recipe(recipe), context=context)
+    return {"known": True, "reason": "", "gpu": hw.device.name, "gpus": count} | out
+
+
+def rated_rows(recipe: Recipe, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any] | None], str]:
+    """Each measurement as % of its roofline on the recipe's hardware, or why there is none."""
+    facts, why = known_facts(recipe)
+    hw_meta = recipe.meta.hardware
+    if facts is None:
+        return [None] * len(rows), why
+    if not hw_meta or not hw_meta.gpu_model:
+        return [None] * len(rows), "no roofline: the recipe names no GPU"
+    try:
+        hw = Hardware(find_device(hw_meta.gpu_model), gpus=hw_meta.gpu_count or 1)
+    except FitError as exc:
+        return [None] * len(rows), f"no roofline: {exc.message}"
+    layout = layout_from_recipe(recipe)
+    out: list[dict[str, Any] | None] = []
+    for r in rows:
+        m = Measured(r["context"], r["concurrency"] or 1, r["prefill_tok_s"], r["decode_tok_s"])
+        out.append(rate_row(facts, hw, layout, m).as_dict())
+    return out, ""

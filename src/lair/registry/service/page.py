@@ -1,0 +1,165 @@
+"""The view model of a recipe page: one entry per section, in the order of the published seed page.
+
+    title, votes, badge, credits, version, tags, summary, launch-command, env, flags, notes, agent,
+    engine, model, hardware, context, kv-pool, performance, requirements, placeholders, fit,
+    downloads, revision-notes, revision-history, fork, export
+
+A section with no data still appears and says so briefly, as the seed page does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lair.recipe import Recipe, secret_env_names
+from lair.registry.service.chart import speed_chart
+from lair.registry.service.document import api_url
+from lair.registry.service.driver import driver_floor
+from lair.registry.service.fitting import gpu_choices, known_facts, rated_rows
+from lair.registry.service.placeholders import form_fields
+from lair.registry.service.read import RecipeRecord
+from lair.registry.service.timefmt import iso
+
+__all__ = ["SECTIONS", "agent_prompt", "fmt_tokens", "recipe_page"]
+
+SECTIONS = (
+    "title", "votes", "badge", "credits", "version", "tags", "summary", "launch-command", "env", "flags",
+    "notes", "agent", "engine", "model", "hardware", "context", "kv-pool", "performance", "requirements",
+    "placeholders", "fit", "downloads", "revision-notes", "revision-history", "fork", "export",
+)  # fmt: skip
+
+BADGES = {
+    "community": "Community submission — verify on your own hardware.",
+    "official": "Official recipe from the model or engine authors — still verify on your own hardware.",
+    "verified": "Numbers verified by the registry from uploaded reports — verify on your own hardware.",
+}
+
+
+def fmt_tokens(n: int | None) -> str:
+    """1048576 -> 1M, 131072 -> 128K, 40960 -> 40,960."""
+    if not n:
+        return "—"
+    for unit, size in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= size and n % size == 0 and (n // size) & (n // size - 1) == 0:
+            return f"{n // size}{unit}"
+    return f"{n:,}"
+
+
+def agent_prompt(url: str) -> str:
+    return (
+        f"Fetch {url} and apply the inference recipe it describes (engine flags, model, quant, context) "
+        "to my setup. Ask before overwriting any existing config. Safety rules: show me the diff before "
+        "you overwrite any config file; never run the recipe's hooks, scripts or mounts without showing "
+        "them to me first and waiting for my yes; keep secrets (API keys, tokens) out of files — use "
+        "environment variables."
+    )
+
+
+def _env(recipe: Recipe) -> list[dict[str, str]]:
+    if recipe.meta.env_knobs:
+        return [
+            {"name": k.name, "value": k.value, "description": k.description} for k in recipe.meta.env_knobs
+        ]
+    secrets = secret_env_names(recipe)
+    return [
+        {"name": k, "value": f"${{{k}}}" if k in secrets else v, "description": ""}
+        for k, v in recipe.env.items()
+    ]
+
+
+def _credits(rec: RecipeRecord) -> dict[str, Any]:
+    m = rec.recipe.meta
+    return {
+        "credits": [c.model_dump() for c in m.credits],
+        "upstream_weights": m.upstream_weights,
+        "listed_by": m.listed_by or rec.owner,
+    }
+
+
+def _performance(rec: RecipeRecord) -> dict[str, Any]:
+    rates, why = rated_rows(rec.recipe, rec.measurements)
+    rows = [dict(r, rating=rate) for r, rate in zip(rec.measurements, rates, strict=True)]
+    provenances = sorted({r["provenance"] for r in rows})
+    return {
+        "rows": rows,
+        "roofline_missing": why,
+        "provenances": provenances,
+        "all_reported": provenances == ["reported"],
+        "notes": rec.recipe.meta.performance_notes,
+        "chart": speed_chart(rec.measurements),
+        "quality": [q.model_dump() for q in rec.recipe.meta.quality],
+        "needles": [n.model_dump() for n in rec.recipe.meta.needles],
+    }
+
+
+def _catalog_id(name: str | None) -> str:
+    from lair.errors import FitError
+    from lair.fit import find_device
+
+    try:
+        return find_device(name).id if name else ""
+    except FitError:
+        return ""
+
+
+def recipe_page(rec: RecipeRecord, base: str) -> dict[str, Any]:
+    r, m = rec.recipe, rec.recipe.meta
+    url = api_url(base, rec.slug)
+    facts, facts_why = known_facts(r)
+    return {
+        "slug": rec.slug,
+        "sections": SECTIONS,
+        "title": m.title or r.display_name,
+        "votes": rec.votes,
+        "badge": BADGES.get(m.submission or "community", BADGES["community"]),
+        "credits": _credits(rec),
+        "revision": rec.revision.number,
+        "sha256": rec.revision.sha256,
+        "updated": iso(rec.updated_at)[:10],
+        "updated_iso": iso(rec.updated_at),
+        "license": m.license,
+        "tags": m.tags,
+        "summary": m.summary,
+        "launch_command": m.launch_command,
+        "env": _env(r),
+        "flags": m.flags,
+        "notes": m.notes,
+        "agent_prompt": agent_prompt(url),
+        "curl": f"curl -fsSL {url}",
+        "api_url": url,
+        "engine": {
+            "name": (m.engine.name if m.engine else None) or r.engine,
+            "version": m.engine.version if m.engine else None,
+            "install_note": m.engine.install_note if m.engine else None,
+            "image": r.docker_image,
+        },
+        "model": {
+            "repo": m.model_repo,
+            "upstream": m.upstream_weights,
+            "quantization": m.quantization,
+            "served_name": r.served_model_name,
+        },
+        "hardware": m.hardware.model_dump(exclude_none=True) if m.hardware else {},
+        "max_context": fmt_tokens(m.max_context or r.max_model_len),
+        "kv_pool": f"{m.kv_pool_tokens:,}" if m.kv_pool_tokens else None,
+        "performance": _performance(rec),
+        "requirements": m.requirements.model_dump(exclude_none=True) if m.requirements else {},
+        "driver_floor": driver_floor(r),
+        "placeholders": form_fields(r, {}),
+        "fit": {
+            "known": facts is not None,
+            "reason": facts_why,
+            "gpus": gpu_choices(),
+            "default_gpu": _catalog_id(m.hardware.gpu_model if m.hardware else None),
+            "default_count": (m.hardware.gpu_count if m.hardware else None) or 1,
+        },
+        "downloads": [d.model_dump() for d in m.downloads],
+        "revision_notes": rec.revision.notes,
+        "history": rec.history,
+        "upstream": rec.upstream,
+        "exports": [
+            ("recipe.toml", api_url(base, rec.slug, "toml")),
+            ("recipe.yaml", api_url(base, rec.slug, "yaml")),
+            ("recipe.json", url),
+        ],
+    }

@@ -1,0 +1,149 @@
+"""Reads: a recipe with its latest revision, its measurements and its history; one revision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from lair.errors import RegistryError
+from lair.recipe import Recipe
+from lair.registry.service.canonical import recipe_from_canonical
+from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, VERSION
+
+__all__ = ["RecipeRecord", "RevisionInfo", "get_recipe", "get_revision", "version"]
+
+
+@dataclass(frozen=True)
+class RevisionInfo:
+    number: int
+    sha256: str
+    notes: str
+    author: str
+    created_at: datetime
+    toml: str = ""
+
+
+@dataclass
+class RecipeRecord:
+    """Everything a recipe page and its JSON twin show."""
+
+    id: int
+    slug: str
+    owner: str
+    owner_link: str | None
+    upstream: str | None
+    upstream_revision: int | None
+    votes: int
+    created_at: datetime
+    updated_at: datetime
+    revision: RevisionInfo
+    recipe: Recipe
+    history: list[RevisionInfo] = field(default_factory=list)
+    measurements: list[dict[str, Any]] = field(default_factory=list)
+
+
+def version(conn: Connection) -> int:
+    return int(conn.execute(sa.select(VERSION.c.n).where(VERSION.c.id == 1)).scalar_one())
+
+
+def _recipe_row(conn: Connection, slug: str) -> Any:
+    up = RECIPES.alias("up")
+    stmt = (
+        sa.select(
+            RECIPES, USERS.c.name.label("owner"), USERS.c.link.label("owner_link"), up.c.slug.label("up_slug")
+        )
+        .join(USERS, USERS.c.id == RECIPES.c.owner_id)
+        .outerjoin(up, up.c.id == RECIPES.c.upstream_id)
+        .where(RECIPES.c.slug == slug, RECIPES.c.hidden == sa.false())
+    )
+    row = conn.execute(stmt).first()
+    if row is None:
+        raise RegistryError(404, "not_found", f"no recipe {slug!r}", hint="search with /api/v1/recipes?q=...")
+    return row
+
+
+def _history(conn: Connection, recipe_id: int) -> list[RevisionInfo]:
+    stmt = (
+        sa.select(
+            REVISIONS.c.number, REVISIONS.c.sha256, REVISIONS.c.notes, REVISIONS.c.created_at, USERS.c.name
+        )
+        .join(USERS, USERS.c.id == REVISIONS.c.author_id)
+        .where(REVISIONS.c.recipe_id == recipe_id)
+        .order_by(REVISIONS.c.number.desc())
+    )
+    return [RevisionInfo(r.number, r.sha256, r.notes, r.name, r.created_at) for r in conn.execute(stmt)]
+
+
+def _measurements(conn: Connection, recipe_id: int, revision_number: int) -> list[dict[str, Any]]:
+    m = MEASUREMENTS
+    stmt = (
+        sa.select(m, REVISIONS.c.number.label("revision"), USERS.c.name.label("submitted_by_name"))
+        .join(REVISIONS, REVISIONS.c.id == m.c.revision_id)
+        .outerjoin(USERS, USERS.c.id == m.c.submitted_by)
+        .where(m.c.recipe_id == recipe_id)
+        .where(sa.or_(m.c.provenance != "reported", REVISIONS.c.number == revision_number))
+        .order_by(m.c.context, m.c.concurrency, m.c.id)
+    )
+    return [_measurement(r) for r in conn.execute(stmt)]
+
+
+def _measurement(r: Any) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "revision": r.revision,
+        "context": r.context,
+        "concurrency": r.concurrency,
+        "prefill_tok_s": r.prefill_tok_s,
+        "decode_tok_s": r.decode_tok_s,
+        "decode_tok_s_per_stream": r.decode_tok_s_per_stream,
+        "ttft_ms": r.ttft_ms,
+        "provenance": r.provenance,
+        "note": r.note,
+        "submitted_by": r.submitted_by_name,
+        "created_at": r.created_at.isoformat(),
+        "retracted": r.retracted_at is not None,
+        "retracted_reason": r.retracted_reason,
+    }
+
+
+def _revision(conn: Connection, recipe_id: int, number: int) -> RevisionInfo:
+    stmt = (
+        sa.select(REVISIONS, USERS.c.name)
+        .join(USERS, USERS.c.id == REVISIONS.c.author_id)
+        .where(REVISIONS.c.recipe_id == recipe_id, REVISIONS.c.number == number)
+    )
+    r = conn.execute(stmt).first()
+    if r is None:
+        raise RegistryError(
+            404, "not_found", f"no revision {number}", hint="see the recipe's revision history"
+        )
+    return RevisionInfo(r.number, r.sha256, r.notes, r.name, r.created_at, r.toml)
+
+
+def get_recipe(conn: Connection, slug: str, revision: int | None = None) -> RecipeRecord:
+    """The recipe ``slug`` at its latest revision (or at ``revision``)."""
+    row = _recipe_row(conn, slug)
+    rev = _revision(conn, row.id, revision or row.latest_revision)
+    return RecipeRecord(
+        id=row.id,
+        slug=row.slug,
+        owner=row.owner,
+        owner_link=row.owner_link,
+        upstream=row.up_slug,
+        upstream_revision=row.upstream_revision,
+        votes=row.votes,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        revision=rev,
+        recipe=recipe_from_canonical(rev.toml),
+        history=_history(conn, row.id),
+        measurements=_measurements(conn, row.id, rev.number),
+    )
+
+
+def get_revision(conn: Connection, slug: str, number: int) -> RecipeRecord:
+    return get_recipe(conn, slug, number)

@@ -1,0 +1,246 @@
+"""List and search: full-text (SQLite FTS5 / PostgreSQL tsvector + GIN), filters on indexed facet
+columns, sorting by votes, update time or decode speed at a context, and keyset cursors.
+
+Query parameters are named after the filters: ``q``, ``gpu``, ``gpus``, ``min_vram``, ``engine``,
+``model``, ``tag`` (repeatable, all must match), ``min_context``, ``verified``, ``sort``
+(``votes`` | ``updated`` | ``decode``), ``context`` (for ``sort=decode``), ``limit``, ``cursor``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from lair.errors import RegistryError
+from lair.registry.service.facets import norm_key
+from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, TAGS
+from lair.registry.service.timefmt import iso, utc
+
+__all__ = ["SORTS", "SearchParams", "SearchResult", "parse_params", "search"]
+
+SORTS = ("votes", "updated", "decode")
+_WORD = re.compile(r"\w+", re.UNICODE)
+MAX_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    q: str = ""
+    gpu: str | None = None
+    gpus: int | None = None
+    min_vram: float | None = None
+    engine: str | None = None
+    model: str | None = None
+    tags: tuple[str, ...] = ()
+    min_context: int | None = None
+    verified: bool = False
+    sort: str = "votes"
+    context: int | None = None
+    limit: int = 20
+    cursor: str | None = None
+
+
+@dataclass
+class SearchResult:
+    items: list[dict[str, Any]] = field(default_factory=list)
+    next_cursor: str | None = None
+
+
+def _bad(name: str, why: str) -> RegistryError:
+    return RegistryError(422, "invalid", f"query parameter {name}: {why}")
+
+
+def parse_int(raw: str | None, name: str, lo: int, hi: int) -> int | None:
+    if raw in (None, ""):
+        return None
+    try:
+        v = int(raw)
+    except ValueError:
+        raise _bad(name, f"not an integer: {raw!r}") from None
+    if not lo <= v <= hi:
+        raise _bad(name, f"must be between {lo} and {hi}")
+    return v
+
+
+def _float(raw: str | None, name: str) -> float | None:
+    if raw in (None, ""):
+        return None
+    try:
+        v = float(raw)
+    except ValueError:
+        raise _bad(name, f"not a number: {raw!r}") from None
+    if not 0 <= v <= 1e6:
+        raise _bad(name, "must be between 0 and 1000000")
+    return v
+
+
+def _bool(raw: str | None, name: str) -> bool:
+    if raw in (None, "", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise _bad(name, "must be true or false")
+
+
+def parse_params(get: Mapping[str, str], tags: Sequence[str] = ()) -> SearchParams:
+    """Validated search parameters from a query string (unknown parameters are ignored)."""
+    sort = get.get("sort") or "votes"
+    if sort not in SORTS:
+        raise _bad("sort", "one of " + ", ".join(SORTS))
+    return SearchParams(
+        q=(get.get("q") or "").strip()[:200],
+        gpu=get.get("gpu") or None,
+        gpus=parse_int(get.get("gpus"), "gpus", 1, 4096),
+        min_vram=_float(get.get("min_vram"), "min_vram"),
+        engine=(get.get("engine") or "").lower() or None,
+        model=get.get("model") or None,
+        tags=tuple(t.strip().lower() for t in tags if t.strip())[:10],
+        min_context=parse_int(get.get("min_context"), "min_context", 1, 10**9),
+        verified=_bool(get.get("verified"), "verified"),
+        sort=sort,
+        context=parse_int(get.get("context"), "context", 1, 10**9),
+        limit=parse_int(get.get("limit"), "limit", 1, MAX_LIMIT) or 20,
+        cursor=get.get("cursor") or None,
+    )
+
+
+def _fts(conn: Connection, q: str) -> Any:
+    words = _WORD.findall(q)[:12]
+    if not words:
+        return None
+    if conn.dialect.name == "sqlite":
+        match = " AND ".join('"' + w.replace('"', "") + '"*' for w in words)
+        sub = sa.text("SELECT rowid FROM recipe_fts WHERE recipe_fts MATCH :m").bindparams(m=match)
+        return RECIPES.c.id.in_(sub.columns(sa.column("rowid", sa.Integer)))
+    tsq = " & ".join(w.replace("'", "") + ":*" for w in words)
+    return sa.literal_column("recipes.search_tsv").op("@@")(sa.func.to_tsquery("english", tsq))
+
+
+def _filters(conn: Connection, p: SearchParams) -> list[Any]:
+    r, out = RECIPES.c, [RECIPES.c.hidden == sa.false()]
+    fts = _fts(conn, p.q) if p.q else None
+    if fts is not None:
+        out.append(fts)
+    if p.gpu:
+        out.append(r.gpu_key == norm_key(p.gpu))
+    if p.gpus is not None:
+        out.append(r.gpu_count == p.gpus)
+    if p.min_vram is not None:
+        out.append(r.vram_gb >= p.min_vram)
+    if p.engine:
+        out.append(r.engine == p.engine)
+    if p.model:
+        out.append(r.model_key == norm_key(p.model))
+    if p.min_context is not None:
+        out.append(r.max_context >= p.min_context)
+    if p.verified:
+        out.append(r.verified_rows > 0)
+    out += [r.id.in_(sa.select(TAGS.c.recipe_id).where(TAGS.c.tag == t)) for t in p.tags]
+    return out
+
+
+def _decode_at(context: int | None) -> Any:
+    m = MEASUREMENTS
+    where = [m.c.recipe_id == RECIPES.c.id, m.c.retracted_at.is_(None)]
+    where.append(m.c.revision_id == _latest_revision_id())
+    if context is not None:
+        where.append(m.c.context == context)
+    return sa.func.coalesce(sa.select(sa.func.max(m.c.decode_tok_s)).where(*where).scalar_subquery(), -1.0)
+
+
+def _latest_revision_id() -> Any:
+    rv = REVISIONS
+    return (
+        sa.select(rv.c.id)
+        .where(rv.c.recipe_id == RECIPES.c.id, rv.c.number == RECIPES.c.latest_revision)
+        .scalar_subquery()
+    )
+
+
+def _sort_key(p: SearchParams) -> Any:
+    if p.sort == "updated":
+        return RECIPES.c.updated_at
+    if p.sort == "decode":
+        return (
+            _decode_at(p.context)
+            if p.context is not None
+            else sa.func.coalesce(RECIPES.c.best_decode_tok_s, -1.0)
+        )
+    return RECIPES.c.votes
+
+
+def _encode_cursor(p: SearchParams, value: Any, rid: int) -> str:
+    v = utc(value).isoformat() if isinstance(value, datetime) else value
+    raw = json.dumps([p.sort, p.context, v, rid], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(p: SearchParams) -> tuple[Any, int] | None:
+    if not p.cursor:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(p.cursor + "=" * (-len(p.cursor) % 4))
+        sort, context, value, rid = json.loads(raw)
+        if sort != p.sort or context != p.context or not isinstance(rid, int):
+            raise ValueError("cursor of another query")
+        if sort == "updated":
+            value = utc(datetime.fromisoformat(value))
+        elif not isinstance(value, int | float):
+            raise ValueError("bad value")
+        return value, rid
+    except (ValueError, TypeError, json.JSONDecodeError):
+        raise _bad("cursor", "not a cursor this query returned") from None
+
+
+def search(conn: Connection, p: SearchParams) -> SearchResult:
+    key = _sort_key(p).label("sort_key")
+    stmt = sa.select(RECIPES, key).where(*_filters(conn, p))
+    after = _decode_cursor(p)
+    if after is not None:
+        stmt = stmt.where(sa.or_(key < after[0], sa.and_(key == after[0], RECIPES.c.id < after[1])))
+    rows = list(conn.execute(stmt.order_by(key.desc(), RECIPES.c.id.desc()).limit(p.limit + 1)))
+    more = len(rows) > p.limit
+    rows = rows[: p.limit]
+    tags = _tags(conn, [r.id for r in rows])
+    items = [_item(r, tags.get(r.id, [])) for r in rows]
+    nxt = _encode_cursor(p, rows[-1].sort_key, rows[-1].id) if more and rows else None
+    return SearchResult(items, nxt)
+
+
+def _tags(conn: Connection, ids: list[int]) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    if ids:
+        for rid, tag in conn.execute(
+            sa.select(TAGS.c.recipe_id, TAGS.c.tag).where(TAGS.c.recipe_id.in_(ids))
+        ):
+            out.setdefault(rid, []).append(tag)
+    return out
+
+
+def _item(r: Any, tags: list[str]) -> dict[str, Any]:
+    return {
+        "slug": r.slug,
+        "title": r.title,
+        "summary": r.summary[:300],
+        "engine": r.engine,
+        "gpu_model": r.gpu_model,
+        "gpu_count": r.gpu_count,
+        "vram_gb": r.vram_gb,
+        "model": r.model_id,
+        "max_context": r.max_context,
+        "license": r.license,
+        "tags": sorted(tags),
+        "votes": r.votes,
+        "revision": r.latest_revision,
+        "updated_at": iso(r.updated_at),
+        "best_decode_tok_s": r.best_decode_tok_s,
+        "verified": r.verified_rows > 0,
+    }

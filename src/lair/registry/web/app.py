@@ -1,0 +1,130 @@
+"""The ASGI app: ``create_app(db_url)`` (also the factory ``lair serve`` hands to granian)."""
+
+from __future__ import annotations
+
+import os
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from lair.errors import RegistryError
+from lair.registry.db.engine import connect_url, default_url, make_engine
+from lair.registry.web import routes
+from lair.registry.web.cache import ResponseCache, make_versions
+from lair.registry.web.middleware import CacheMiddleware
+from lair.registry.web.render import envelope, html
+
+__all__ = ["create_app", "factory"]
+
+STATIC = Path(__file__).parent / "static"
+
+
+def wants_json(path: str) -> bool:
+    return path.startswith("/api/") or path.endswith((".json", ".toml", ".yaml"))
+
+
+def _error(
+    request: Request, status: int, code: str, message: str, extra: dict[str, Any] | None = None
+) -> Response:
+    if wants_json(request.url.path):
+        return envelope(status, code, message, extra)
+    ctx = {"status": status, "code": code, "message": message, "extra": extra or {}}
+    return html("error.html", ctx, status=status, cacheable=False)
+
+
+async def _registry_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RegistryError)
+    extra = {k: v for k, v in exc.as_dict().items() if k in ("hint", "errors")}
+    return _error(request, exc.status, exc.code, exc.message, extra)
+
+
+_CODES = {404: "not_found", 405: "method_not_allowed", 400: "bad_request", 413: "too_large"}
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    message = "no such page" if exc.status_code == 404 else str(exc.detail)
+    return _error(request, exc.status_code, _CODES.get(exc.status_code, "error"), message)
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    return _error(request, 500, "internal", "internal server error")
+
+
+def _routes() -> list[Any]:
+    r = routes
+    return [
+        Route("/", r.home),
+        Route("/recipes", r.home),
+        Route("/recipes.json", r.api_list),
+        Route("/recipes/{name}", r.recipe),
+        Route("/recipes/{slug}/revisions/{name}", r.revision),
+        Route("/recipes/{slug}/placeholders", r.placeholders),
+        Route("/recipes/{slug}/placeholders.json", r.placeholders_json),
+        Route("/recipes/{slug}/fit", r.fit),
+        Route("/recipes/{slug}/fit.json", r.fit_json),
+        Route("/api/v1/recipes", r.api_list),
+        Route("/api/v1/recipes/{name}", r.api_recipe),
+        Route("/api/v1/recipes/{slug}/revisions/{name}", r.api_revision),
+        Route("/api/v1/recipes/{slug}/placeholders", r.placeholders_json),
+        Route("/api/v1/recipes/{slug}/fit", r.fit_json),
+        Route("/api/v1/gpus", r.gpus),
+        Route("/api/v1/health", r.health),
+        Route("/api/v1/openapi.json", r.openapi),
+        Route("/llms.txt", r.llms),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+
+
+def create_app(
+    db_url: str | None = None, *, public_url: str | None = None, cache_bytes: int | None = None
+) -> Any:
+    url = connect_url(db_url or default_url())
+    engine = make_engine(url)
+    versions = make_versions(url)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> Any:
+        yield
+        await versions.close()
+        engine.dispose()
+
+    app = Starlette(
+        routes=_routes(),
+        exception_handlers={
+            RegistryError: _registry_error,
+            HTTPException: _http_error,
+            Exception: _server_error,
+        },
+        lifespan=lifespan,
+    )
+    app.state.engine = engine
+    app.state.public_url = (public_url or os.environ.get("LAIR_REGISTRY_PUBLIC_URL") or "").rstrip("/")
+    size = (
+        cache_bytes if cache_bytes is not None else int(os.environ.get("LAIR_REGISTRY_CACHE_MB", "256")) << 20
+    )
+    return CacheMiddleware(app, versions, ResponseCache(size)) if size > 0 else _NoCache(app, versions)
+
+
+class _NoCache:
+    """The app without the response cache (``LAIR_REGISTRY_CACHE_MB=0``): every request renders."""
+
+    def __init__(self, app: Any, versions: Any) -> None:
+        self.app, self.versions = app, versions
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            scope.setdefault("state", {})["data_version"] = await self.versions.current()
+        await self.app(scope, receive, send)
+
+
+def factory() -> Any:
+    """For granian's ``--factory``: the database comes from ``LAIR_REGISTRY_DB``."""
+    return create_app(os.environ.get("LAIR_REGISTRY_DB"))

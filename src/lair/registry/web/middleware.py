@@ -1,0 +1,103 @@
+"""Bare-ASGI front of the app: serves cached responses (and 304s) without entering Starlette.
+
+A route marks a response cacheable with the ``x-lair-cache`` header; the middleware strips it, adds
+an ETag (a hash of the body, so every process agrees) and stores the response under the data version
+read before the route ran.
+"""
+
+from __future__ import annotations
+
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from lair.registry.web.cache import Entry, ResponseCache, Versions, etag_of
+
+__all__ = ["CACHE_HEADER", "CacheMiddleware"]
+
+CACHE_HEADER = b"x-lair-cache"
+Scope = dict[str, Any]
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for k, v in scope["headers"]:
+        if k == name:
+            return bytes(v)
+    return None
+
+
+def _not_modified(scope: Scope, e: Entry) -> bool:
+    inm = _header(scope, b"if-none-match")
+    if inm is not None:
+        return e.etag in [t.strip().removeprefix(b"W/") for t in inm.split(b",")] or inm.strip() == b"*"
+    ims = _header(scope, b"if-modified-since")
+    if ims is not None and e.last_modified is not None:
+        try:
+            return parsedate_to_datetime(e.last_modified.decode()) <= parsedate_to_datetime(ims.decode())
+        except (TypeError, ValueError):
+            return False
+    return False
+
+
+class CacheMiddleware:
+    def __init__(self, app: Any, versions: Versions, cache: ResponseCache) -> None:
+        self.app, self.versions, self.cache = app, versions, cache
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        version = await self.versions.current()
+        key = b"%s\x00%s?%s" % (_header(scope, b"host") or b"", scope["raw_path"], scope["query_string"])
+        hit = self.cache.get(key)
+        if hit is not None and hit.version == version:
+            await self._send(scope, send, hit)
+            return
+        scope.setdefault("state", {})["data_version"] = version
+        await self.app(scope, receive, _Capture(self, scope, send, key, version))
+
+    async def _send(self, scope: Scope, send: Any, e: Entry) -> None:
+        if _not_modified(scope, e):
+            keep = [
+                (k, v) for k, v in e.headers if k in (b"etag", b"last-modified", b"cache-control", b"vary")
+            ]
+            await send({"type": "http.response.start", "status": 304, "headers": keep})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await send({"type": "http.response.start", "status": e.status, "headers": e.headers})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else e.body})
+
+
+class _Capture:
+    """The send of one cache miss: passes through, or buffers a cacheable response and stores it."""
+
+    def __init__(self, mw: CacheMiddleware, scope: Scope, send: Any, key: bytes, version: int) -> None:
+        self.mw, self.scope, self.send, self.key, self.version = mw, scope, send, key, version
+        self.start: dict[str, Any] | None = None
+        self.chunks: list[bytes] = []
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            if any(k == CACHE_HEADER for k, _ in headers) and message["status"] == 200:
+                self.start = message | {"headers": [(k, v) for k, v in headers if k != CACHE_HEADER]}
+                return
+            await self.send(message | {"headers": [(k, v) for k, v in headers if k != CACHE_HEADER]})
+            return
+        if self.start is None or message["type"] != "http.response.body":
+            await self.send(message)
+            return
+        self.chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            await self._finish()
+
+    async def _finish(self) -> None:
+        assert self.start is not None
+        body = b"".join(self.chunks)
+        etag = etag_of(body)
+        headers = [(k, v) for k, v in self.start["headers"] if k != b"content-length"]
+        headers += [(b"content-length", str(len(body)).encode()), (b"etag", etag)]
+        lm = next((v for k, v in headers if k == b"last-modified"), None)
+        entry = Entry(self.version, self.start["status"], headers, body, etag, lm)
+        if self.scope["method"] == "GET":
+            self.mw.cache.put(self.key, entry)
+        await self.mw._send(self.scope, self.send, entry)

@@ -1,0 +1,256 @@
+"""The OpenAPI 3.1 document of the read API (``/api/v1/openapi.json``).
+
+Response schemas are written for what the routes return; the recipe model's own JSON Schema (from
+lair's pydantic model) is embedded under ``components.schemas`` so ``recipe`` is checked field by field.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from lair.registry.service.search import MAX_LIMIT, SORTS
+
+__all__ = ["openapi_document"]
+
+NUM = {"type": ["number", "null"]}
+INT = {"type": ["integer", "null"]}
+STR = {"type": ["string", "null"]}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(props: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": props,
+        "required": required if required is not None else list(props),
+    }
+
+
+def _error_schema() -> dict[str, Any]:
+    err = _obj({"code": {"type": "string"}, "message": {"type": "string"}, "status": {"type": "integer"}})
+    err["properties"] |= {"hint": {"type": "string"}, "errors": {"type": "array"}}
+    return _obj({"ok": {"const": False}, "error": err})
+
+
+def _measurement() -> dict[str, Any]:
+    return _obj(
+        {
+            "id": {"type": "integer"},
+            "revision": {"type": "integer"},
+            "context": {"type": "integer"},
+            "concurrency": {"type": "integer"},
+            "prefill_tok_s": NUM,
+            "decode_tok_s": NUM,
+            "decode_tok_s_per_stream": NUM,
+            "ttft_ms": NUM,
+            "provenance": {"enum": ["reported", "verified", "replicated"]},
+            "note": {"type": "string"},
+            "submitted_by": STR,
+            "created_at": {"type": "string"},
+            "retracted": {"type": "boolean"},
+            "retracted_reason": STR,
+        }
+    )
+
+
+def _recipe_doc() -> dict[str, Any]:
+    rev = _obj(
+        {
+            "number": {"type": "integer"},
+            "sha256": {"type": "string"},
+            "notes": {"type": "string"},
+            "author": {"type": "string"},
+            "created_at": {"type": "string"},
+        }
+    )
+    floor = {
+        "type": "object",
+        "required": ["driver", "cuda", "text", "reason", "source", "source_url", "source_date"],
+    }
+    return _obj(
+        {
+            "ok": {"const": True},
+            "slug": {"type": "string"},
+            "title": {"type": "string"},
+            "revision": {"type": "integer"},
+            "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "owner": {"type": "string"},
+            "upstream": STR,
+            "upstream_revision": INT,
+            "votes": {"type": "integer"},
+            "created_at": {"type": "string"},
+            "updated_at": {"type": "string"},
+            "recipe": _ref("Recipe"),
+            "measurements": {"type": "array", "items": _ref("Measurement")},
+            "driver_floor": floor,
+            "revisions": {"type": "array", "items": rev},
+            "links": {"type": "object"},
+        }
+    )
+
+
+def _list_doc() -> dict[str, Any]:
+    item = _obj(
+        {
+            "slug": {"type": "string"},
+            "title": {"type": "string"},
+            "summary": {"type": "string"},
+            "engine": {"type": "string"},
+            "gpu_model": STR,
+            "gpu_count": INT,
+            "vram_gb": NUM,
+            "model": STR,
+            "max_context": INT,
+            "license": STR,
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "votes": {"type": "integer"},
+            "revision": {"type": "integer"},
+            "updated_at": {"type": "string"},
+            "best_decode_tok_s": NUM,
+            "verified": {"type": "boolean"},
+            "url": {"type": "string"},
+            "api_url": {"type": "string"},
+        }
+    )
+    return _obj(
+        {
+            "ok": {"const": True},
+            "items": {"type": "array", "items": item},
+            "count": {"type": "integer"},
+            "next_cursor": STR,
+        }
+    )
+
+
+def _q(name: str, schema: dict[str, Any], desc: str, **kw: Any) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": desc, **kw}
+
+
+def _list_params() -> list[dict[str, Any]]:
+    return [
+        _q(
+            "q",
+            {"type": "string", "maxLength": 200},
+            "full-text query over title, summary, model, tags, notes",
+        ),
+        _q("gpu", {"type": "string", "maxLength": 100}, "GPU model, e.g. RTX PRO 6000"),
+        _q("gpus", {"type": "integer", "minimum": 1, "maximum": 4096}, "GPU count"),
+        _q("min_vram", {"type": "number", "minimum": 0, "maximum": 1000000}, "minimum VRAM per GPU (GB)"),
+        _q("engine", {"type": "string", "maxLength": 64}, "serving engine"),
+        _q("model", {"type": "string", "maxLength": 300}, "model id"),
+        _q(
+            "tag",
+            {"type": "array", "items": {"type": "string", "maxLength": 100}, "maxItems": 10},
+            "tags (all must match)",
+            style="form",
+            explode=True,
+        ),
+        _q(
+            "min_context", {"type": "integer", "minimum": 1, "maximum": 10**9}, "minimum max context (tokens)"
+        ),
+        _q("verified", {"type": "boolean"}, "only recipes with verified numbers"),
+        _q("sort", {"enum": list(SORTS)}, "sort order (descending)"),
+        _q(
+            "context",
+            {"type": "integer", "minimum": 1, "maximum": 10**9},
+            "context of the decode speed to sort by",
+        ),
+        _q("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}, "page size"),
+        _q("cursor", {"type": "string", "maxLength": 500}, "next_cursor of the previous page"),
+    ]
+
+
+def _responses(ok: dict[str, Any], media: str = "application/json") -> dict[str, Any]:
+    err = {"content": {"application/json": {"schema": _ref("Error")}}}
+    return {
+        "200": {"description": "ok", "content": {media: {"schema": ok}}},
+        "404": {"description": "not found", **err},
+        "422": {"description": "invalid parameters", **err},
+        "default": {"description": "error", **err},
+    }
+
+
+def _path(slug: bool = True, rev: bool = False) -> list[dict[str, Any]]:
+    out = []
+    if slug:
+        out.append(
+            {
+                "name": "slug",
+                "in": "path",
+                "required": True,
+                "schema": {"type": "string", "pattern": "^[a-z0-9-]{1,200}$"},
+            }
+        )
+    if rev:
+        out.append({"name": "n", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}})
+    return out
+
+
+def _paths() -> dict[str, Any]:
+    doc, text = _ref("RecipeDocument"), {"type": "string"}
+    return {
+        "/api/v1/recipes": {
+            "get": {
+                "operationId": "listRecipes",
+                "parameters": _list_params(),
+                "responses": _responses(_ref("RecipeList")),
+            }
+        },
+        "/api/v1/recipes/{slug}.json": {
+            "get": {"operationId": "getRecipe", "parameters": _path(), "responses": _responses(doc)}
+        },
+        "/api/v1/recipes/{slug}.toml": {
+            "get": {
+                "operationId": "getRecipeToml",
+                "parameters": _path(),
+                "responses": _responses(text, "application/toml"),
+            }
+        },
+        "/api/v1/recipes/{slug}.yaml": {
+            "get": {
+                "operationId": "getRecipeYaml",
+                "parameters": _path(),
+                "responses": _responses(text, "application/yaml"),
+            }
+        },
+        "/api/v1/recipes/{slug}/revisions/{n}.json": {
+            "get": {"operationId": "getRevision", "parameters": _path(rev=True), "responses": _responses(doc)}
+        },
+        "/api/v1/gpus": {
+            "get": {
+                "operationId": "listGpus",
+                "responses": _responses({"type": "object", "required": ["ok", "gpus"]}),
+            }
+        },
+    }
+
+
+@cache
+def _schemas() -> dict[str, Any]:
+    from lair.recipe import Recipe
+
+    recipe: dict[str, Any] = Recipe.model_json_schema(
+        ref_template="#/components/schemas/{model}", mode="serialization"
+    )
+    defs: dict[str, Any] = recipe.pop("$defs", {})
+    return defs | {
+        "Recipe": recipe,
+        "Error": _error_schema(),
+        "Measurement": _measurement(),
+        "RecipeDocument": _recipe_doc(),
+        "RecipeList": _list_doc(),
+    }
+
+
+def openapi_document(base: str) -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "lair recipe registry", "version": "1"},
+        "servers": [{"url": base}],
+        "paths": _paths(),
+        "components": {"schemas": _schemas()},
+    }

@@ -1,0 +1,220 @@
+"""Routes: parse the request, call one service function, render. Every page has a JSON twin."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlencode
+
+from sqlalchemy import Connection
+from starlette.requests import Request
+from starlette.responses import Response
+
+from lair.errors import RegistryError
+from lair.recipe import export_text
+from lair.registry.service import read, search
+from lair.registry.service.document import recipe_document, revision_document
+from lair.registry.service.fitting import fit_for, gpu_choices
+from lair.registry.service.llms import llms_txt
+from lair.registry.service.page import recipe_page
+from lair.registry.service.placeholders import render_with
+from lair.registry.web.openapi import openapi_document
+from lair.registry.web.render import html, json_response, text
+
+__all__ = [
+    "api_list",
+    "api_recipe",
+    "api_revision",
+    "fit",
+    "fit_json",
+    "gpus",
+    "health",
+    "home",
+    "llms",
+    "openapi",
+    "placeholders",
+    "placeholders_json",
+    "recipe",
+    "revision",
+]
+
+TEXT_TYPES = {"toml": "application/toml", "yaml": "application/yaml"}
+
+
+@contextmanager
+def _conn(request: Request) -> Iterator[Connection]:
+    with request.app.state.engine.connect() as conn:
+        yield conn
+
+
+def _base(request: Request) -> str:
+    public: str = request.app.state.public_url
+    return public or f"{request.url.scheme}://{request.url.netloc}"
+
+
+def _split(name: str, allowed: tuple[str, ...]) -> tuple[str, str | None]:
+    stem, dot, ext = name.rpartition(".")
+    if not dot:
+        return name, None
+    if ext not in allowed:
+        raise RegistryError(
+            404, "not_found", f"no such format: .{ext}", hint="use " + ", ".join("." + a for a in allowed)
+        )
+    return stem, ext
+
+
+def _revision_number(raw: str) -> int:
+    if not raw.isdigit() or not 1 <= int(raw) <= 10**9:
+        raise RegistryError(404, "not_found", f"no revision {raw!r}", hint="revisions are numbered 1, 2, ...")
+    return int(raw)
+
+
+def _search(request: Request) -> search.SearchResult:
+    params = search.parse_params(request.query_params, request.query_params.getlist("tag"))
+    with _conn(request) as conn:
+        return search.search(conn, params)
+
+
+def _list_doc(request: Request, res: search.SearchResult) -> dict[str, Any]:
+    base = _base(request)
+    items = [
+        i | {"url": f"{base}/recipes/{i['slug']}", "api_url": f"{base}/api/v1/recipes/{i['slug']}.json"}
+        for i in res.items
+    ]
+    return {"ok": True, "items": items, "count": len(items), "next_cursor": res.next_cursor}
+
+
+async def home(request: Request) -> Response:
+    res = _search(request)
+    q = request.query_params
+    ctx = {
+        "result": _list_doc(request, res),
+        "q": q,
+        "tags": q.getlist("tag"),
+        "query": str(request.url.query),
+    }
+    if res.next_cursor:
+        keep = [(k, v) for k, v in q.multi_items() if k != "cursor"] + [("cursor", res.next_cursor)]
+        ctx["next_href"] = "?" + urlencode(keep)
+    return html("list.html", ctx)
+
+
+async def api_list(request: Request) -> Response:
+    return json_response(_list_doc(request, _search(request)))
+
+
+def _recipe_export(rec: read.RecipeRecord, slug: str, ext: str) -> Response:
+    if ext == "toml":
+        return text(rec.revision.toml, TEXT_TYPES[ext], filename=f"{slug}.toml", modified=rec.updated_at)
+    return text(
+        export_text(rec.recipe, ext), TEXT_TYPES[ext], filename=f"{slug}.{ext}", modified=rec.updated_at
+    )
+
+
+async def recipe(request: Request) -> Response:
+    slug, ext = _split(request.path_params["name"], ("json",))
+    with _conn(request) as conn:
+        rec = read.get_recipe(conn, slug)
+    if ext == "json":
+        return json_response(recipe_document(rec, _base(request)), modified=rec.updated_at)
+    return html("recipe.html", {"p": recipe_page(rec, _base(request))}, modified=rec.updated_at)
+
+
+async def api_recipe(request: Request) -> Response:
+    slug, ext = _split(request.path_params["name"], ("json", "toml", "yaml"))
+    if ext is None:
+        raise RegistryError(404, "not_found", "name a format", hint=f"/api/v1/recipes/{slug}.json")
+    with _conn(request) as conn:
+        rec = read.get_recipe(conn, slug)
+    if ext == "json":
+        return json_response(recipe_document(rec, _base(request)), modified=rec.updated_at)
+    return _recipe_export(rec, slug, ext)
+
+
+def _get_revision(request: Request, allowed: tuple[str, ...]) -> tuple[read.RecipeRecord, str | None]:
+    stem, ext = _split(request.path_params["name"], allowed)
+    with _conn(request) as conn:
+        return read.get_revision(conn, request.path_params["slug"], _revision_number(stem)), ext
+
+
+async def revision(request: Request) -> Response:
+    rec, ext = _get_revision(request, ("json",))
+    if ext == "json":
+        return json_response(revision_document(rec, _base(request)), modified=rec.revision.created_at)
+    ctx = {"p": recipe_page(rec, _base(request)), "toml": rec.revision.toml}
+    return html("revision.html", ctx, modified=rec.revision.created_at)
+
+
+async def api_revision(request: Request) -> Response:
+    rec, ext = _get_revision(request, ("json", "toml", "yaml"))
+    if ext in (None, "json"):
+        return json_response(revision_document(rec, _base(request)), modified=rec.revision.created_at)
+    return _recipe_export(rec, rec.slug, ext)
+
+
+def _placeholders(request: Request) -> tuple[read.RecipeRecord, Any]:
+    with _conn(request) as conn:
+        rec = read.get_recipe(conn, request.path_params["slug"])
+    given = {k: v for k, v in request.query_params.items() if k in rec.recipe.placeholders}
+    return rec, render_with(rec.recipe, given)
+
+
+async def placeholders(request: Request) -> Response:
+    rec, out = _placeholders(request)
+    submitted = any(k in rec.recipe.placeholders for k in request.query_params)
+    ctx = {"p": recipe_page(rec, _base(request)), "r": out, "submitted": submitted}
+    return html("placeholders.html", ctx, status=200 if out.ok or not submitted else 422)
+
+
+async def placeholders_json(request: Request) -> Response:
+    _, out = _placeholders(request)
+    if not out.ok:
+        raise RegistryError(
+            422,
+            "invalid",
+            "some placeholder values are not valid",
+            hint="; ".join(f"{k}: {v}" for k, v in out.errors.items()),
+        )
+    return json_response(out.as_dict())
+
+
+def _fit(request: Request) -> tuple[read.RecipeRecord, dict[str, Any] | None]:
+    q = request.query_params
+    with _conn(request) as conn:
+        rec = read.get_recipe(conn, request.path_params["slug"])
+    if not q.get("gpu"):
+        return rec, None
+    count = search.parse_int(q.get("gpus") or "1", "gpus", 1, 1024) or 1
+    context = search.parse_int(q.get("context"), "context", 1, 10**9)
+    return rec, fit_for(rec.recipe, q["gpu"], count, context)
+
+
+async def fit(request: Request) -> Response:
+    rec, out = _fit(request)
+    return html("fit.html", {"p": recipe_page(rec, _base(request)), "f": out, "q": request.query_params})
+
+
+async def fit_json(request: Request) -> Response:
+    _, out = _fit(request)
+    if out is None:
+        raise RegistryError(422, "invalid", "query parameter gpu: required", hint="e.g. ?gpu=H200&gpus=2")
+    return json_response(out)
+
+
+async def gpus(request: Request) -> Response:
+    return json_response({"ok": True, "gpus": gpu_choices()})
+
+
+async def health(request: Request) -> Response:
+    return json_response({"ok": True, "version": request.scope["state"]["data_version"]}, cacheable=False)
+
+
+async def openapi(request: Request) -> Response:
+    return json_response(openapi_document(_base(request)))
+
+
+async def llms(request: Request) -> Response:
+    with _conn(request) as conn:
+        body = llms_txt(conn, _base(request))
+    return text(body, "text/plain; charset=utf-8")
