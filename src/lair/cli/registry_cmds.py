@@ -19,7 +19,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "serve",
         help="serve the recipe site and its JSON API",
-        description="Serve the registry: upgrades the database, seeds the bundled examples into an empty one, "
+        description="Serve the registry: upgrades the database, seeds the bundled examples into an empty "
+        "one, "
         "then serves pages and /api/v1 with N worker processes.",
     )
     p.add_argument("--db", metavar="URL", help=DB_HELP)

@@ -75,7 +75,8 @@ def speed_chart(rows: list[dict[str, Any]]) -> str:
     lo, hi = min(contexts) / 1.5, max(contexts) * 1.5
     label = "decode and prefill speed against context"
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" class="chart" aria-label="{label}">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" class="chart" '
+        f'aria-label="{label}">'
     ]
     parts += _panel(decode, PAD_T, lo, hi, "decode tok/s")
     parts += _panel({k: v for k, v in prefill.items() if v}, PAD_T + PANEL_H + GAP, lo, hi, "prefill tok/s")

@@ -148,21 +148,20 @@ def _filters(conn: Connection, p: SearchParams) -> list[Any]:
 
 
 def _decode_at(context: int | None) -> Any:
-    m = MEASUREMENTS
-    where = [m.c.recipe_id == RECIPES.c.id, m.c.retracted_at.is_(None)]
-    where.append(m.c.revision_id == _latest_revision_id())
+    """Best decode speed of a recipe's current rows (latest revision's reported + every verified one)."""
+    m, rv = MEASUREMENTS, REVISIONS
+    current = sa.or_(rv.c.number == RECIPES.c.latest_revision, m.c.provenance != "reported")
+    where = [m.c.recipe_id == RECIPES.c.id, m.c.retracted_at.is_(None), current]
     if context is not None:
         where.append(m.c.context == context)
-    return sa.func.coalesce(sa.select(sa.func.max(m.c.decode_tok_s)).where(*where).scalar_subquery(), -1.0)
-
-
-def _latest_revision_id() -> Any:
-    rv = REVISIONS
-    return (
-        sa.select(rv.c.id)
-        .where(rv.c.recipe_id == RECIPES.c.id, rv.c.number == RECIPES.c.latest_revision)
+    best = (
+        sa.select(sa.func.max(m.c.decode_tok_s))
+        .select_from(m.join(rv, rv.c.id == m.c.revision_id))
+        .where(*where)
+        .correlate(RECIPES)
         .scalar_subquery()
     )
+    return sa.func.coalesce(best, -1.0)
 
 
 def _sort_key(p: SearchParams) -> Any:

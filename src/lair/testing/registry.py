@@ -1,0 +1,102 @@
+"""Registry test helpers users may want too: a throw-away PostgreSQL database and a ``lair serve``
+process on an ephemeral port (started with its descriptors closed, stopped and reaped on exit)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["PG_ADMIN_URL", "free_port", "pg_database", "serve_process", "wait_http"]
+
+PG_ADMIN_URL = os.environ.get("LAIR_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def pg_database(admin_url: str = PG_ADMIN_URL) -> Iterator[str]:
+    """A new, uniquely named database on the server of ``admin_url``; dropped afterwards."""
+    import psycopg
+
+    name = f"lair_test_{os.getpid()}_{secrets.token_hex(4)}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = admin_url.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Poll ``url`` until it answers 200, with a deadline (and fail early if ``proc`` died)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{url} did not answer within {timeout} s")
+        time.sleep(0.05)
+
+
+@contextmanager
+def serve_process(
+    db_url: str, *, workers: int = 1, port: int | None = None, log: Path | None = None, seed: bool = True
+) -> Iterator[str]:
+    """``lair serve`` on 127.0.0.1 and a free port; yields its base URL."""
+    port = port or free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "lair",
+        "serve",
+        "--db",
+        db_url,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        argv + ([] if seed else ["--no-seed"]),
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        close_fds=True,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(base + "/api/v1/health", 60, proc)
+        yield base
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if log:
+            out.close()  # type: ignore[union-attr]
