@@ -1,6 +1,9 @@
-"""Where lair keeps the user's state: rigs, clusters, the user script library, run journals, leases.
+"""Where lair keeps the user's files.
 
-``LAIR_HOME`` overrides the base folder (tests use it); otherwise the platform's user config dir.
+Configuration (rigs, clusters, the user script library) lives in the platform's user config dir;
+state (run journals, leases, trust decisions, fetched recipes, lair's known_hosts) in the user
+state dir (``XDG_STATE_HOME/lair``, or platformdirs' ``user_state_dir``). ``LAIR_HOME`` overrides
+both with one folder (``LAIR_HOME/state``, ``LAIR_HOME/runs``); tests use it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ __all__ = ["clusters_file", "home", "rigs_dir", "runs_dir", "state_dir", "user_s
 
 
 def home() -> Path:
+    """The config folder (rigs, clusters, scripts)."""
     env = os.environ.get("LAIR_HOME")
     if env:
         return Path(env)
@@ -36,10 +40,19 @@ def user_scripts_dir() -> Path:
 
 
 def state_dir() -> Path:
-    """Leases and other machine-local state."""
-    return home() / "state"
+    """Leases, trust decisions, fetched recipes and other machine-local state."""
+    env = os.environ.get("LAIR_HOME")
+    if env:
+        return Path(env) / "state"
+    xdg = os.environ.get("XDG_STATE_HOME")
+    if xdg:
+        return Path(xdg) / "lair"
+    from platformdirs import user_state_path
+
+    return user_state_path("lair", appauthor=False)
 
 
 def runs_dir() -> Path:
     """One journal folder per run (plan, status, pids, logs)."""
-    return home() / "runs"
+    env = os.environ.get("LAIR_HOME")
+    return Path(env) / "runs" if env else state_dir() / "runs"

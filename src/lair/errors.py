@@ -127,7 +127,20 @@ class ConfigError(LairError):
 
 
 class TrustError(LairError):
+    """An untrusted recipe asks for what its user has not accepted: ``risks`` (one line each) and,
+    for a recipe that changed since it was accepted, ``diff`` (``- old`` / ``+ new`` lines)."""
+
     code = "trust"
+
+    def __init__(
+        self, message: str, *, hint: str = "", risks: list[str] | None = None, diff: list[str] | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.risks = list(risks or [])
+        self.diff = list(diff or [])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "risks": self.risks, "diff": self.diff}
 
 
 class CapabilityError(LairError):

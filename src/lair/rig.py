@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,7 +40,10 @@ class RigHardware(_Strict):
 class Capabilities(_Strict):
     """What the hosts accept. Defaults describe a GPU server with the NVIDIA container toolkit."""
 
-    gpus: bool = Field(True, description="docker --gpus / NVIDIA runtime available")
+    gpus: bool = Field(True, description="a GPU container runtime (NVIDIA toolkit or CDI) is installed")
+    gpu_access: Literal["auto", "gpus-flag", "cdi"] = Field(
+        "auto", description="how containers get GPUs: --gpus, CDI devices, auto (docker --gpus, podman CDI)"
+    )
     privileged: bool = Field(True, description="--privileged allowed")
     ulimit_memlock_unlimited: bool = Field(True, description="--ulimit memlock=-1 allowed")
     max_ulimit_nofile: int = Field(1048576, ge=0, description="highest --ulimit nofile accepted")

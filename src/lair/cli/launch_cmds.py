@@ -20,7 +20,24 @@ def _nodes_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--drop-unsupported", action="store_true", help="leave out flags the hosts refuse (and say so)"
     )
-    p.add_argument("--accept", action="store_true", help="accept an untrusted recipe's hooks and mounts")
+    p.add_argument(
+        "--accept", action="store_true", help="accept what an untrusted recipe asks for (image, hooks...)"
+    )
+    p.add_argument(
+        "--set",
+        dest="values",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a placeholder value (over the rig's; repeatable; never a secret)",
+    )
+    p.add_argument(
+        "--pull",
+        choices=["missing", "always", "never"],
+        default="missing",
+        help="pull the image before start: if missing (default), always, or never (fail if missing)",
+    )
+    p.add_argument("--pull-timeout", type=float, default=3600.0, metavar="S", help="seconds a pull may take")
 
 
 def _kube_args(p: argparse.ArgumentParser) -> None:
@@ -95,6 +112,18 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_stop)
 
 
+def _set_values(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            from lair.errors import ConfigError
+
+            raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
+        out[name.strip()] = value
+    return out
+
+
 def _request(args: argparse.Namespace) -> Any:
     from lair.launch import Request
 
@@ -106,6 +135,9 @@ def _request(args: argparse.Namespace) -> Any:
         rig=args.rig,
         drop_unsupported=args.drop_unsupported,
         accept=args.accept,
+        values=_set_values(args.values),
+        pull=args.pull,
+        pull_timeout_s=args.pull_timeout,
     )
 
 
@@ -164,13 +196,32 @@ def _plan_kubernetes(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_prompt(args: argparse.Namespace, call: Any) -> Any:
+    """``call(request)``; an untrusted recipe on a terminal is shown and, on "y", accepted."""
+    from lair.errors import TrustError
+
+    req = _request(args)
+    try:
+        return call(req)
+    except TrustError as exc:
+        if req.accept or args.json or not (sys.stdin.isatty() and sys.stderr.isatty()):
+            raise
+        err(exc.message)
+        sys.stderr.write("accept and go on? [y/N] ")
+        sys.stderr.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            raise
+    req.accept = True
+    return call(req)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from lair.launch import prepare
     from lair.plan import render_text
 
     if args.target == "kubernetes":
         return _plan_kubernetes(args)
-    prep = prepare(_request(args), lease=False)
+    prep = _with_prompt(args, lambda req: prepare(req, lease=False))
     _show_acceptance(prep)
     p = prep.plan
     if args.json:
@@ -198,8 +249,10 @@ def _bench(args: argparse.Namespace, out: dict[str, Any]) -> Any:
             repeat=args.bench_repeat,
             tokenizer=Path(args.bench_tokenizer) if args.bench_tokenizer else None,
             progress=err,
+            api_key=res.api_key,  # the run's own key (e.g. VLLM_API_KEY), never on a command line
         )
         out["result"] = run_bench(res.endpoint.removesuffix("/v1"), opts)
+        out["secrets"] = res.secrets
 
     return run
 
@@ -218,7 +271,7 @@ def _print_bench(result: Any) -> None:
         )
 
 
-def _bench_report(args: argparse.Namespace, run_id: str, result: Any) -> Path:
+def _bench_report(args: argparse.Namespace, run_id: str, result: Any, secrets: list[str]) -> Path:
     """A run report folder beside the recipe (``reports/``), with each node's engine log."""
     from lair.launch import Journal
     from lair.report import write_run_report
@@ -232,7 +285,9 @@ def _bench_report(args: argparse.Namespace, run_id: str, result: Any) -> Path:
 
         values = load_rig(args.rig).string_values()
     logs = {n.name: j.saved_log(n.rank) or "" for n in rec.nodes}
-    return write_run_report(rec.recipe, rec.name, result, logs, values, image=plan["run"].get("image"))
+    return write_run_report(
+        rec.recipe, rec.name, result, logs, values, image=plan["run"].get("image"), secrets=secrets
+    )
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -243,9 +298,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
         return 2
     bench: dict[str, Any] = {}
     on_ready = _bench(args, bench) if args.bench else None
-    res = launch(_request(args), detach=args.detach, progress=err, on_ready=on_ready)
+    res = _with_prompt(args, lambda req: launch(req, detach=args.detach, progress=err, on_ready=on_ready))
     if args.bench and "result" in bench:
-        report = _bench_report(args, res.run_id, bench["result"])
+        report = _bench_report(args, res.run_id, bench["result"], bench.get("secrets", []))
         if args.json:
             doc = {"run_id": res.run_id, "state": res.state, "bench": bench["result"].as_dict()}
             dump_json({**doc, "report": str(report)})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from lair.recipe import Recipe
@@ -88,6 +88,8 @@ class EngineSpec:
     multinode = True  # the same command runs on every node, told its rank through LAIR_* env
     host_ip_env: str | None = None  # the env var the engine reads for this node's own address
     ray = False  # whether distributed_backend = "ray" is wired for this engine
+    secret_flags: ClassVar[dict[str, str]] = {}  # flag -> env the engine reads instead (no argv)
+    api_key_env: str | None = None  # env whose value the engine takes as its API key (bearer token)
 
     def default_entrypoint(self, recipe: Recipe, python: str) -> list[str]:
         return []

@@ -6,7 +6,7 @@ own ``entrypoint`` (the same command runs on every node, told its rank through `
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from lair.engines.base import EngineSpec, add_flag
 
@@ -19,6 +19,8 @@ __all__ = ["LlamaCpp"]
 class LlamaCpp(EngineSpec):
     name = "llamacpp"
     multinode = False
+    secret_flags: ClassVar[dict[str, str]] = {"--api-key": "LLAMA_API_KEY"}  # llama-server reads it
+    api_key_env = "LLAMA_API_KEY"
 
     def default_entrypoint(self, recipe: Recipe, python: str) -> list[str]:
         return ["llama-server", "-m", recipe.model]

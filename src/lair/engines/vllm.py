@@ -23,7 +23,7 @@ entrypoint's ``vllm`` when that is a path (a venv's ``bin/``), else ``ray`` from
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from lair.engines.base import EngineSpec, NodeCommand, Role
 from lair.engines.flags import VLLM_FLAGS
@@ -41,6 +41,8 @@ class VLLM(EngineSpec):
     name = "vllm"
     host_ip_env = "VLLM_HOST_IP"
     ray = True
+    secret_flags: ClassVar[dict[str, str]] = {"--api-key": "VLLM_API_KEY"}  # vllm.envs.VLLM_API_KEY
+    api_key_env = "VLLM_API_KEY"
 
     def default_entrypoint(self, recipe: Recipe, python: str) -> list[str]:
         return ["vllm", "serve", *([recipe.model] if recipe.model else [])]

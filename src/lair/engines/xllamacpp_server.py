@@ -3,12 +3,15 @@
     python -m lair.engines.xllamacpp_server --model M.gguf [--port 8000] [--host 127.0.0.1]
         [--alias tiny] [--ctx 2048] [--parallel 4] [--threads 2] [--metrics]
 
-Serves until SIGTERM/SIGINT, then exits 0.
+Serves until SIGTERM/SIGINT, then exits 0. With ``LLAMA_API_KEY`` in the environment (as llama.cpp's
+own ``llama-server`` reads it), every request but ``/health`` needs ``Authorization: Bearer KEY``;
+the key never appears on the command line.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -27,6 +30,9 @@ def _params(a: argparse.Namespace) -> Any:
     p.use_jinja = True
     p.model_alias = {a.alias} if isinstance(p.model_alias, set | frozenset) else [a.alias]
     p.cpuparams.n_threads = a.threads
+    key = os.environ.get("LLAMA_API_KEY")
+    if key:
+        p.api_keys = [key]
     if a.metrics and hasattr(p, "endpoint_metrics"):
         p.endpoint_metrics = True
     return p

@@ -56,6 +56,9 @@ class Node(_Strict):
     rank: int = Field(ge=0, description="allocation order; rank 0 is the first taken")
     gpus: int = Field(0, ge=0, description="GPU count")
     gpu_model: str | None = Field(None, description="GPU model name")
+    gpu_devices: str | None = Field(
+        None, description='GPUs a run gets on this node: "all", a count or ids ("0,1"); else the recipe\'s'
+    )
     labels: dict[str, str] = Field(default_factory=dict, description="free-form tags")
     engine_address: str | None = Field(
         None, description="the node's address on the network the engines talk over (default: address)"

@@ -5,13 +5,15 @@ see and stop a run.
     <runs>/<run_id>/run.json      RunRecord: state, controller pid, per node how to reach it,
                                   its container / pid / log path and how far it got
     <runs>/<run_id>/events.log    progress lines
-    <runs>/<run_id>/logs/rN.log   each node's last log lines, saved when the run stops
+    <runs>/<run_id>/logs/rN.log   each node's last log lines (secrets redacted), saved when the run stops
+    <runs>/<run_id>/stop.lock     held (flock) by whoever tears the run down: one teardown at a time
 
 Writes replace the file atomically (write + rename): a reader never sees half a record.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -82,8 +84,27 @@ class Journal:
         tmp.replace(self.dir / name)
 
     def create(self, plan_json: str, record: RunRecord) -> None:
+        """Start the journal of a new run; a run id that exists already is refused (never overwritten)."""
+        self.dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.dir.mkdir()
+        except FileExistsError:
+            raise LaunchError(
+                f"a run {self.run_id!r} exists already", hint="launch again (a new id is drawn)"
+            ) from None
         self._write("plan.json", plan_json)
         self.save(record)
+
+    def lock_stop(self) -> int:
+        """Block until this process holds the run's stop lock; returns the fd for :meth:`unlock`."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / "stop.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    @staticmethod
+    def unlock(fd: int) -> None:
+        os.close(fd)  # closing the descriptor releases the flock
 
     def save(self, record: RunRecord) -> None:
         record.updated_at = time.time()

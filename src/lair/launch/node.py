@@ -21,6 +21,7 @@ __all__ = ["NodeExec", "Progress"]
 
 Progress = Callable[[str], None]
 LOG_TAIL = 30
+ROOT_CAUSE_LINES = 2000  # how far back a failed engine's log is searched for the first error
 
 
 def env_file_text(env: dict[str, str], runtime: str) -> bytes:
@@ -36,6 +37,13 @@ REFUSALS = (
         "image not known",
         "image {image} is not in podman's storage on the node (lair runs podman with --pull never)",
         "pull or load it there first: `podman pull IMAGE`, or `docker save IMAGE | podman load`",
+    ),
+    (
+        "could not select device driver",
+        "the host has no GPU container runtime ({image} asked for GPUs)",
+        "install the NVIDIA container toolkit on the node, or say the hosts have none: the rig's or "
+        'cluster\'s [capabilities] gpus = false (the plan then refuses GPU runs), or gpus = "none" in '
+        "the recipe",
     ),
     (
         "error setting rlimit",
@@ -77,6 +85,7 @@ class NodeExec:
         self.binary = "podman" if plan.run.runtime == "podman" else "docker"
         self.unreachable = False
         self.journal_save: Callable[[], None] = lambda: None  # the session saves the record here
+        self.redact: Callable[[str], str] = lambda text: text  # every secret value -> ***
 
     def say(self, msg: str) -> None:
         self.progress(f"{self.node.name}: {msg}")
@@ -106,8 +115,19 @@ class NodeExec:
             assert s.path
             if self.node.local:  # over SSH, put_file creates the folder under umask 077
                 Path(s.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            text = env_file_text(self.plan.env_values(self.node), self.plan.run.runtime)
+            if s.secrets:  # sourced by sh inside the container: shell-quoted like the native one
+                text = env_file_text(self.plan.secret_env(), "native")
+            else:
+                text = env_file_text(self.plan.env_values(self.node), self.plan.run.runtime)
             await self.runner.put_file(s.path, text, mode=0o600)
+        elif s.kind == "check":
+            from lair.launch.preflight import check_ports
+
+            await check_ports(self.runner, self.node.name, self.node.address, s)
+        elif s.kind == "pull":
+            from lair.launch.preflight import pull_image
+
+            await pull_image(self.runner, self.node.name, s, self.say)
         elif s.kind == "exec" and s.stage.value in ("before_serve", "after_stop"):
             res = await run_hook(self.runner, s)
             if not res.ok:
@@ -173,12 +193,20 @@ class NodeExec:
         return await self.runner.is_alive(self.record.pid), "process exited"
 
     async def log_tail(self, n: int = LOG_TAIL) -> str:
+        """The last ``n`` lines of the main process's output, secrets redacted."""
         if self.node.container is not None:
             res = await self.runner.run(
                 [self.binary, "logs", "--tail", str(n), self.node.container], check=False, timeout=30
             )
-            return (res.stdout + res.stderr).strip()
-        return (await self.runner.tail(self.record.log_path, n)).strip() if self.record.log_path else ""
+            return self.redact((res.stdout + res.stderr).strip())
+        text = (await self.runner.tail(self.record.log_path, n)).strip() if self.record.log_path else ""
+        return self.redact(text)
+
+    def log_where(self) -> str:
+        """Where the whole log is: the file on the node, or the container's ``logs`` command."""
+        if self.node.container is not None:
+            return f"`{self.binary} logs {self.node.container}` on {self.node.name}"
+        return f"{self.record.log_path} on {self.node.name}" if self.record.log_path else "(no log)"
 
     # -- stop ------------------------------------------------------------------------------------
     async def stop_step(self, s: Step) -> None:
@@ -204,20 +232,33 @@ class NodeExec:
             self.record.pid = int(res.stdout.strip()) if res.stdout.strip().isdigit() else None
         return self.record.pid
 
+    async def _signal_all(self, pid: int, pids: list[int], sig: int) -> None:
+        await self.runner.kill(pid, sig)  # the group (the leader may be gone, its group not)
+        for p in pids:
+            if p != pid:
+                await self.runner.kill(p, sig, group=False)
+
     async def stop_process(self, grace: float) -> None:
+        """SIGTERM the main process's group, session and every descendant; SIGKILL what is left
+        after ``grace``; verified: nothing of it may be left."""
         pid = await self._pid()
         if pid is None:
             return
-        await self.runner.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while await self.runner.is_alive(pid):
-            if time.monotonic() > deadline:
-                await self.runner.kill(pid, signal.SIGKILL)
-                await asyncio.sleep(0.2)
-                if await self.runner.is_alive(pid):
-                    raise LaunchError(f"{self.node.name}: process {pid} survived SIGKILL")
-                break
+        seen = await self.runner.process_tree(pid)
+        await self._signal_all(pid, seen, signal.SIGTERM)
+        deadline, left = time.monotonic() + grace, seen
+        while left and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
+            left = await self.runner.process_tree(pid, seen)
+            seen = sorted({*seen, *left})
+        if left:
+            await self._signal_all(pid, left, signal.SIGKILL)
+            end = time.monotonic() + 5
+            while left and time.monotonic() < end:
+                await asyncio.sleep(0.1)
+                left = await self.runner.process_tree(pid, seen)
+        if left:
+            raise LaunchError(f"{self.node.name}: processes {left} of pid {pid} survived SIGKILL")
 
 
 __all__ += ["env_file_text", "explain_start_failure"]

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lair.errors import AllocationError, ConfigError
 
@@ -38,6 +38,11 @@ class Request:
     run_id: str | None = None
     place: Callable[[Recipe, str], list[Node]] | None = None
     """Nodes from elsewhere (a scheduler's allocation, a renderer's pods), given (recipe, run id)."""
+    values: dict[str, str] = field(default_factory=dict)
+    """``--set NAME=VALUE``: placeholder values over the rig's (never secrets: they would be in argv)."""
+    pull: str = "missing"
+    """``--pull``: missing (pull an image the node lacks), always, never."""
+    pull_timeout_s: float = 3600.0
 
 
 @dataclass
@@ -49,11 +54,13 @@ class Prepared:
     acceptance: Acceptance | None = None
 
 
-def new_run_id(recipe: Recipe, path: str) -> str:
-    """``<slug>-<HHMMSS>-<4 hex>``: readable, sortable within a day, unique enough, a valid container name."""
+def new_run_id(recipe: Recipe, path: str, now: float | None = None) -> str:
+    """``<slug>-<YYMMDD>-<HHMMSS>-<6 hex>``: readable, sortable, unique across days (the journal
+    refuses an id that exists), a valid container name."""
     base = recipe.meta.slug or Path(path).parent.name or Path(path).stem or "run"
     slug = re.sub(r"[^a-z0-9]+", "-", base.lower()).strip("-")[:24] or "run"
-    return f"{slug}-{time.strftime('%H%M%S')}-{secrets.token_hex(2)}"
+    stamp = time.strftime("%y%m%d-%H%M%S", time.localtime(now))
+    return f"{slug}-{stamp}-{secrets.token_hex(3)}"
 
 
 def local_node() -> Node:
@@ -81,24 +88,26 @@ def _look(recipe: Recipe, cluster: str) -> list[Node]:
 
 
 def _nodes(recipe: Recipe, rig: Rig | None, req: Request, run_id: str, lease: bool) -> list[Node]:
-    from lair.inventory import acquire, adhoc_node, load_inventory
+    """The run's machines, leased (``lease``: every run, the local machine too) or only looked at."""
+    from lair.inventory import acquire, acquire_nodes, adhoc_node, load_inventory
 
     n = recipe.required_nodes
     if req.place is not None:
         return req.place(recipe, run_id)
+    ports = [recipe.port]
     if req.hosts:
         if len(req.hosts) < n:
             raise AllocationError(f"the recipe needs {n} nodes, --nodes gives {len(req.hosts)}")
         hosts = req.hosts[:n]
         if lease:
-            return acquire(None, run_id=run_id, hosts=hosts)
+            return acquire(None, run_id=run_id, hosts=hosts, ports=ports)
         inv = load_inventory()
         return [inv.find(h) or adhoc_node(h, i) for i, h in enumerate(hosts)]
     cluster = _cluster_name(recipe, rig, req)
     if cluster:
-        return acquire(cluster, n, run_id=run_id) if lease else _look(recipe, cluster)
+        return acquire(cluster, n, run_id=run_id, ports=ports) if lease else _look(recipe, cluster)
     if n == 1:
-        return [local_node()]
+        return acquire_nodes([local_node()], run_id=run_id, ports=ports) if lease else [local_node()]
     raise AllocationError(
         f"the recipe needs {n} nodes and names no cluster",
         hint="give --cluster NAME (see `lair cluster list`) or --nodes HOST,HOST",
@@ -133,28 +142,51 @@ def _targets(nodes: list[Node], lease: bool) -> list[Target]:
             would_take=not lease,
             engine_address=n.engine_address,
             interface=n.interface,
+            gpus=n.gpu_devices,
         )
         for i, n in enumerate(nodes)
     ]
 
 
 def load_source(ref: str) -> tuple[Path, bool, str]:
-    """A recipe file and whether it is trusted: local files are; a URL is fetched and is not."""
+    """A recipe file, whether it is trusted, and where it came from: the user's own local files are
+    trusted; a URL is fetched and is not, nor is a local file with a provenance marker."""
+    from lair.launch.trust_store import fetch, provenance
+
     if not re.match(r"^https?://", ref):
         p = Path(ref)
         if not p.exists():
             raise ConfigError(f"no such recipe file: {ref}")
-        return p, True, str(p.resolve())
-    from lair.launch.trust_store import fetch
-
+        origin = provenance(p)
+        return p, origin is None, origin or str(p.resolve())
     return fetch(ref), False, ref
+
+
+def _values(recipe: Recipe, rig: Rig | None, req: Request) -> dict[str, str]:
+    """Placeholder values: the rig's, then ``--set`` (secrets may not come from the command line)."""
+    for name in req.values:
+        decl = recipe.placeholders.get(name)
+        if decl is not None and decl.type == "secret":
+            raise ConfigError(
+                f"--set {name}: a secret may not be given on the command line (it would show in ps)",
+                hint=f"export {name}=... in the environment, or put it in the rig",
+            )
+    return {**(rig.string_values() if rig else {}), **req.values}
+
+
+def _trust(recipe: Recipe, values: dict[str, str], source: str, accept: bool) -> tuple[Any, Any]:
+    """(acceptance, previous acceptance of the same source) of an untrusted recipe."""
+    from lair.launch.trust_store import acceptance_for, previous_acceptance
+    from lair.plan.trust import trust_view
+
+    view = trust_view(recipe, values)  # what is accepted is the recipe as it will run
+    return acceptance_for(view, source, accept=accept), previous_acceptance(source)
 
 
 def prepare(req: Request, *, lease: bool) -> Prepared:
     """Load, allocate (lease or look) and plan. On any error nothing stays leased."""
     from lair.engines.rules import RULES
     from lair.inventory import release
-    from lair.launch.trust_store import acceptance_for
     from lair.plan import plan
     from lair.recipe import load_recipe
     from lair.rig import load_rig
@@ -162,13 +194,9 @@ def prepare(req: Request, *, lease: bool) -> Prepared:
     path, trusted, source = load_source(req.recipe)
     recipe = load_recipe(path, RULES)
     rig = load_rig(req.rig) if req.rig else None
+    values = _values(recipe, rig, req)
     run_id = req.run_id or new_run_id(recipe, str(path))
-    acceptance: Acceptance | None = None
-    if not trusted:  # what is accepted is the recipe as it will run (placeholders resolved)
-        from lair.recipe import render_recipe
-
-        values = rig.string_values() if rig else {}
-        acceptance = acceptance_for(render_recipe(recipe, values, where=str(path)), source, accept=req.accept)
+    acceptance, previous = (None, None) if trusted else _trust(recipe, values, source, req.accept)
     nodes = _nodes(recipe, rig, req, run_id, lease)
     try:
         p = plan(
@@ -176,12 +204,16 @@ def prepare(req: Request, *, lease: bool) -> Prepared:
             _targets(nodes, lease),
             run_id=run_id,
             rig=rig,
+            values=values,
             capabilities=_capabilities(rig, nodes),
             drop_unsupported=req.drop_unsupported,
             trusted=trusted,
             acceptance=acceptance,
+            previous=previous,
             recipe_path=str(path),
             python=_python,
+            pull=req.pull,  # type: ignore[arg-type]
+            pull_timeout_s=req.pull_timeout_s,
         )
     except BaseException:
         if lease:

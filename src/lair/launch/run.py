@@ -11,7 +11,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lair.errors import LaunchError
@@ -35,6 +35,10 @@ class LaunchResult:
     state: str
     ready_s: float | None = None
     started_at: float = 0.0
+    api_key: str | None = field(default=None, repr=False)
+    """the run's API key (engine env such as VLLM_API_KEY), for a benchmark of the running server"""
+    secrets: list[str] = field(default_factory=list, repr=False)
+    """every resolved secret value of the run, for redacting what is written about it"""
 
 
 def node_records(plan: Plan, nodes: Sequence[Node]) -> list[NodeRecord]:
@@ -50,9 +54,11 @@ class Session:
     def __init__(
         self, plan: Plan, record: RunRecord, journal: Journal, nodes: Sequence[Node], progress: Progress
     ):
+        from lair.plan.secrets import redactor
         from lair.runners import runner_for
 
         self.plan, self.record, self.journal = plan, record, journal
+        self.redact = redactor(plan.secret_values())
         self.tearing_down = False  # from then on signals no longer cancel anything
         self.pause_before: frozenset[Stage] = frozenset()  # fault injection, see fault_injection
         self.t0 = time.monotonic()
@@ -63,15 +69,19 @@ class Session:
         ]
         for ex in self.execs:
             ex.journal_save = self.save
+            ex.redact = self.redact
 
     def say(self, msg: str) -> None:
-        line = f"[{time.monotonic() - self.t0:6.2f}s] {msg}"
+        line = self.redact(f"[{time.monotonic() - self.t0:6.2f}s] {msg}")
         self.journal.event(line)
         self._progress(line)
 
     def save(self, state: str | None = None) -> None:
         if state:
             self.record.state = state  # type: ignore[assignment]
+        self.record.error = self.redact(self.record.error)
+        for n in self.record.nodes:
+            n.errors = [self.redact(e) for e in n.errors]
         self.journal.save(self.record)
 
     async def stage(self, stage: Stage) -> None:
@@ -103,15 +113,28 @@ async def teardown(s: Session, *, failed: bool) -> list[str]:
     """Stop, after_stop, cleanup on every node; release leases once every process is verified gone.
 
     Returns the problems met (an unverified stop makes the run ``stop-failed`` and keeps its leases)."""
+    s.tearing_down = True
+    fd = await asyncio.to_thread(s.journal.lock_stop)  # one teardown per run at a time
+    try:
+        on_disk = s.journal.load()
+        if on_disk.state in ("stopped", "failed"):  # someone else finished it while we waited
+            s.record = on_disk
+            await s.close()
+            return []
+        return await _teardown(s, failed)
+    finally:
+        s.journal.unlock(fd)
+
+
+async def _teardown(s: Session, failed: bool) -> list[str]:
     from lair.inventory import release, set_holder
     from lair.plan import Stage
 
-    s.tearing_down = True
     s.save("stopping")
     for ex in s.execs:
         if ex.record.started:
             with contextlib.suppress(Exception):
-                s.journal.save_log(ex.node.rank, await ex.log_tail(500))
+                s.journal.save_log(ex.node.rank, s.redact(await ex.log_tail(500)))
     problems: dict[str, list[str]] = {}
     for stage in (Stage.STOP, Stage.AFTER_STOP, Stage.CLEANUP):
         results = await asyncio.gather(*(ex.run_stage(stage) for ex in s.execs), return_exceptions=True)
@@ -170,7 +193,8 @@ async def _start(s: Session) -> float:
     await pause_before(Stage.READY, s.pause_before, s.say)
     ready = s.plan.head.stage(Stage.READY)[0]
     s.say(f"waiting for {', '.join(ready.urls or [])} (up to {ready.timeout_s:g}s)")
-    took = await wait_ready(s.execs, ready.urls or [], ready.timeout_s or s.plan.run.ready_timeout_s)
+    timeout = ready.timeout_s or s.plan.run.ready_timeout_s
+    took = await wait_ready(s.execs, ready.urls or [], timeout, s.plan.api_key(ready))
     s.say(f"ready in {took:.2f}s: {s.plan.run.endpoint}")
     return took
 
@@ -186,7 +210,7 @@ async def _serve(s: Session, sig: _Signals) -> str:
         if sig.stop.is_set():
             return "signal"
         try:
-            await check_alive(s.execs)
+            await check_alive(s.execs, "while serving")
         except LaunchError as exc:
             s.say(f"error: {exc.message}")
             return "exited"
@@ -197,10 +221,15 @@ OnReady = Callable[["LaunchResult"], None]
 
 
 async def _main(s: Session, detach: bool, on_ready: OnReady | None = None) -> LaunchResult:
+    from lair.plan import Stage
+
     task = asyncio.current_task()
     assert task is not None
     sig = _Signals(s, task)
-    result = LaunchResult(s.record.run_id, s.plan.run.endpoint, "starting")
+    ready = s.plan.head.stage(Stage.READY)
+    key = s.plan.api_key(ready[0]) if ready else None
+    result = LaunchResult(s.record.run_id, s.plan.run.endpoint, "starting", api_key=key)
+    result.secrets = s.plan.secret_values()
     try:
         try:
             result.ready_s = await _start(s)

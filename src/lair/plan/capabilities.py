@@ -30,7 +30,7 @@ __all__ = [
     "runtime_ulimits",
 ]
 
-_CONTAINER_ONLY = ("shm_size", "memory_limit", "cpus", "ipc", "extra_mounts_manifest")
+_CONTAINER_ONLY = ("shm_size", "memory_limit", "cpus", "ipc", "pid", "extra_mounts_manifest")
 PODMAN_DEFAULT_ULIMIT = 1048576
 """podman's own ``nofile`` and ``nproc`` (soft and hard) for a rootful container given no ``--ulimit``."""
 
@@ -92,11 +92,9 @@ def _native(recipe: Recipe) -> list[Unsupported]:
         for f in _CONTAINER_ONLY
         if getattr(recipe, f)
     ]
-    for key in ("extra_mounts", "devices", "ulimits"):
+    for key in ("extra_mounts", "devices", "ulimits", "cap_add"):
         if getattr(recipe, key):
             out.append(Unsupported(key, key, "the native runtime has no container to apply it to"))
-    if recipe.gpus:
-        out.append(Unsupported("gpus", f"--gpus {recipe.gpus}", "the native runtime has no container"))
     if recipe.privileged:
         out.append(Unsupported("privileged", "--privileged", "the native runtime has no container"))
     return out
@@ -109,7 +107,7 @@ def check_capabilities(recipe: Recipe, caps: Capabilities) -> list[Unsupported]:
     if recipe.runtime == "native":
         return _native(recipe)
     out: list[Unsupported] = []
-    if recipe.gpus and not caps.gpus:
+    if recipe.gpus and recipe.gpus != "none" and not caps.gpus:
         out.append(Unsupported("gpus", f"--gpus {recipe.gpus}", "the host has no GPU container runtime"))
     if recipe.privileged and not caps.privileged:
         out.append(Unsupported("privileged", "--privileged", "the host refuses privileged containers"))
@@ -125,9 +123,11 @@ def _without(recipe: Recipe, problems: list[Unsupported]) -> Recipe:
         if p.field.startswith("ulimits."):
             ulimits.pop(p.field.split(".", 1)[1], None)
             update["ulimits"] = ulimits
+        elif p.field == "gpus":
+            update["gpus"] = "none"
         elif p.field in ("privileged",):
             update["privileged"] = False
-        elif p.field in ("extra_mounts", "devices"):
+        elif p.field in ("extra_mounts", "devices", "cap_add"):
             update[p.field] = []
         elif p.field == "ulimits":
             update["ulimits"] = {}

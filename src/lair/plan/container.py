@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lair.plan.mounts import hub_mount, volume_arg
@@ -22,6 +22,8 @@ class ContainerSpec:
     labels: dict[str, str]
     env_file: str
     command: list[str]
+    extra: list[str] = field(default_factory=list)
+    """flags placed before ``--env-file``: GPU access, the secrets file mount"""
 
 
 def _resources(r: Recipe) -> list[str]:
@@ -41,10 +43,12 @@ def _access(r: Recipe) -> list[str]:
     out = ["--network", "host"]
     if r.ipc:
         out += ["--ipc", r.ipc]
-    if r.gpus:
-        out += ["--gpus", r.gpus]
+    if r.pid:
+        out += ["--pid", r.pid]
     if r.privileged:
         out += ["--privileged"]
+    for c in r.cap_add:
+        out += ["--cap-add", c]
     for d in r.devices:
         out += ["--device", d]
     return out
@@ -59,9 +63,9 @@ def _mounts(r: Recipe) -> list[str]:
 
 
 def _pull(binary: str) -> list[str]:
-    """podman never pulls: its short-name resolution may pick any of the host's search registries.
-    Docker keeps its default (pull a missing image from the registry the name says)."""
-    return ["--pull", "never"] if binary == "podman" else []
+    """``run`` never pulls: the plan's pull step does (progress on stderr, its own timeout, the
+    ``--pull`` policy), and podman's short-name resolution could pick any search registry."""
+    return ["--pull", "never"]
 
 
 def run_argv(r: Recipe, spec: ContainerSpec) -> list[str]:
@@ -73,7 +77,7 @@ def run_argv(r: Recipe, spec: ContainerSpec) -> list[str]:
     argv = [spec.binary, "run", "-d", *_pull(spec.binary), "--name", spec.name]
     for k, v in spec.labels.items():
         argv += ["--label", f"{k}={v}"]
-    argv += _access(r) + _resources(r) + _mounts(r)
+    argv += _access(r) + _resources(r) + _mounts(r) + spec.extra
     argv += ["--env-file", spec.env_file]
     if spec.command:
         argv += ["--entrypoint", spec.command[0]]

@@ -8,16 +8,24 @@
 A step's ``kind`` says how launch interprets it:
 
     env_file   write ``path`` (mode 0600; its folder, the node's run folder, 0700) with the run's
-               env; the values never enter the plan
+               env (``secrets``: the secret env a container sources, see lair.plan.secrets); the
+               values never enter the plan
+    check      before anything starts: ``ports`` must be free on the node (fails naming the
+               process that holds one)
+    pull       the image: ``pull`` = missing (pull if the node lacks it), always, never (fail if
+               missing); progress on stderr; ``timeout_s`` of its own
     upload     copy ``source`` (a file on the controlling machine) to ``path`` on the node
     exec       run ``argv`` to completion (hooks: with ``timeout_s`` and ``on_failure``)
     script     run ``script`` with ``sh -c`` to completion (mount staging)
     start      start the main process: ``argv`` (``docker run -d ...``, or the native command);
                ``manifest`` names a file of ``host<TAB>container`` lines read on the node, one
                read-only ``-v`` per line inserted before the image
-    ready      poll ``urls`` until each answers 200 within ``timeout_s``; fail as soon as the
-               process exits (every node: its process must stay up)
-    stop       stop the main process (``argv`` for containers) and verify that it is gone
+    ready      poll ``urls`` until each answers 200 within ``timeout_s`` (with the bearer token in
+               env ``auth_env`` when set); fail as soon as the process exits (every node: its
+               process must stay up); then the process must still run and /v1/models must list
+               the run's served model (the server answering is the run's own)
+    stop       stop the main process (``argv`` for containers; natively its process group, its
+               session and every descendant) and verify that it is gone
     cleanup    remove ``path`` (the run's folder on the node: env-file, hook scripts, manifests)
 """
 
@@ -70,10 +78,14 @@ class Target(_Model):
     def engine_addr(self) -> str:
         return self.engine_address or self.address
 
+    gpus: str | None = Field(None, description="the node's GPU selection (inventory gpu_devices)")
+
 
 class Step(_Model):
     stage: Stage
-    kind: Literal["env_file", "upload", "exec", "script", "start", "ready", "stop", "cleanup"]
+    kind: Literal[
+        "env_file", "check", "pull", "upload", "exec", "script", "start", "ready", "stop", "cleanup"
+    ]
     name: str = Field(description="short label for progress lines")
     argv: list[str] | None = None
     script: str | None = None
@@ -86,6 +98,10 @@ class Step(_Model):
         None, description="start/serve: the engine command alone (for targets that wrap it themselves)"
     )
     urls: list[str] | None = None
+    ports: list[int] | None = None
+    pull: Literal["missing", "always", "never"] | None = None
+    auth_env: str | None = Field(None, description="env holding the API key readiness sends")
+    secrets: bool = Field(False, description="env_file: the secret env of a container")
     timeout_s: float | None = None
     on_failure: Literal["fail", "warn"] = "fail"
 
@@ -99,8 +115,12 @@ class NodePlan(_Model):
     would_take: bool = False
     workdir: str = Field(description="the run's folder on the node (env-file, hook scripts)")
     env_file: str
+    secrets_file: str | None = Field(None, description="0600 file of secret env a container sources")
     container: str | None = Field(None, description="container name (docker/podman runtimes)")
-    lair_env: dict[str, str] = Field(description="LAIR_* env of this node (rank, master address/port)")
+    gpus: str | None = Field(None, description="GPU selection of this node's process (lair.plan.gpus)")
+    lair_env: dict[str, str] = Field(
+        description="LAIR_* env of this node (rank, master address/port), CUDA_VISIBLE_DEVICES (native)"
+    )
     engine_env: dict[str, str] = Field(
         default_factory=dict,
         description="this node's engine networking env (its address, gloo/NCCL interface); a value "
@@ -127,6 +147,8 @@ class RunInfo(_Model):
     master_port: int
     endpoint: str = Field(description="the OpenAI-compatible base URL on the head")
     served_model: str | None
+    gpus: str = Field("none", description="GPU selection (lair.plan.gpus); nodes may override it")
+    pull: Literal["missing", "always", "never"] = "missing"
     trusted: bool
     env: dict[str, str] = Field(description="env of every node; secret values are '***'")
     secret_env: list[str]
@@ -140,17 +162,33 @@ class Plan(_Model):
     run: RunInfo
     nodes: list[NodePlan]
     _env: dict[str, str] = PrivateAttr(default_factory=dict)
+    _secrets: list[str] = PrivateAttr(default_factory=list)
 
-    def set_env(self, env: dict[str, str]) -> None:
+    def set_env(self, env: dict[str, str], secret_values: list[str] | None = None) -> None:
         """Keep the recipe's env values (secrets included) out of the plan's data."""
         self._env = dict(env)
+        self._secrets = list(secret_values or [])
 
     def env_values(self, node: NodePlan) -> dict[str, str]:
         """The env-file content of ``node``: the recipe's env (real values), its engine networking
         env (names the recipe sets are not in it), then its LAIR_* env. Detected values are
-        appended on the node by a ``prepare`` script step."""
+        appended on the node by a ``prepare`` script step.
+
+        A container node's env-file leaves the secret env out (see :meth:`secret_env`)."""
         fixed = {k: v for k, v in node.engine_env.items() if not v.startswith(DETECT)}
-        return {**self._env, **fixed, **node.lair_env}
+        env = {k: v for k, v in self._env.items() if not (node.secrets_file and k in self.run.secret_env)}
+        return {**env, **fixed, **node.lair_env}
+
+    def secret_env(self) -> dict[str, str]:
+        """The secret env (real values): a container's secrets file."""
+        return {k: v for k, v in self._env.items() if k in self.run.secret_env}
+
+    def secret_values(self) -> list[str]:
+        """Every resolved secret value of the run (for redaction); empty for a plan read back."""
+        return list(self._secrets)
+
+    def api_key(self, step: Step) -> str | None:
+        return self._env.get(step.auth_env) if step.auth_env else None
 
     @property
     def head(self) -> NodePlan:

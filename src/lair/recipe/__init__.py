@@ -136,13 +136,21 @@ def secret_env_names(recipe: Recipe) -> set[str]:
     return {k for k, v in recipe.env.items() if is_secret_name(k) or set(find_refs(v)) & secret_ph}
 
 
-def render_recipe(recipe: Recipe, values: Mapping[str, str] | None = None, *, where: str = "") -> Recipe:
-    """Substitute every placeholder; values come from ``values`` (a rig), secrets from the environment,
-    then declared defaults. Raises PlaceholderError for any reference left unresolved."""
+def render_recipe(
+    recipe: Recipe,
+    values: Mapping[str, str] | None = None,
+    *,
+    where: str = "",
+    secrets_from_env: bool = True,
+) -> Recipe:
+    """Substitute every placeholder; values come from ``values`` (a rig), secrets from the environment
+    (unless ``secrets_from_env`` is False), then declared defaults. Raises PlaceholderError for any
+    reference left unresolved."""
     from lair.errors import ConfigError
     from lair.recipe.placeholders import check_value, render_data, resolve_values
 
-    resolved = resolve_values(recipe.placeholders, dict(values or {}))
+    environ: dict[str, str] | None = None if secrets_from_env else {}
+    resolved = resolve_values(recipe.placeholders, dict(values or {}), environ)
     for name, value in resolved.items():
         decl = recipe.placeholders.get(name)
         why = check_value(decl.type, value) if decl else None

@@ -247,9 +247,15 @@ class Recipe(Strict):
     distributed_backend: Literal["mp", "ray"] | None = Field(None, description="multi-node wiring")
     shm_size: Size | None = None
     devices: list[str] = Field(default_factory=list, description="devices passed to the container")
-    gpus: str | None = Field(None, description='docker --gpus value, e.g. "all"')
+    gpus: str | None = Field(
+        None,
+        description='GPUs of a container: "all", a count ("2"), device ids ("0,1") or "none"; '
+        "GPU engines (vllm, sglang, trtllm, exllamav3, tabbyapi) default to all",
+    )
     privileged: bool = False
+    cap_add: list[str] = Field(default_factory=list, description="kernel capabilities added (--cap-add)")
     ipc: Literal["host", "private", "shareable"] | None = None
+    pid: Literal["host"] | None = Field(None, description='"host": the host\'s PID namespace (--pid host)')
     ulimits: dict[str, str] = Field(
         default_factory=dict, description='e.g. {memlock = "-1", nofile = "65536"}'
     )

@@ -368,6 +368,17 @@ def _check_runtime(ctx: _Ctx, r: Recipe) -> None:
             'or runtime = "native" to run the entrypoint as a plain process',
             code="runtime",
         )
+    img = r.docker_image or ""
+    if img.startswith("-") or any(c.isspace() for c in img):
+        ctx.add(
+            ("docker_image",),
+            f"not an image reference: {img!r}",
+            "an image is repo/name:tag (it may not start with '-' or hold spaces)",
+            code="runtime",
+        )
+    for i, cap in enumerate(r.cap_add):
+        if not re.fullmatch(r"[A-Za-z_]+|\{\w+\}", cap):
+            ctx.add(("cap_add", i), f"not a capability name: {cap!r}", 'e.g. "SYS_NICE"', code="runtime")
     if r.runtime == "native" and not r.entrypoint:
         ctx.add(
             ("runtime",),

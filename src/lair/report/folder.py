@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -81,18 +81,20 @@ def write_run_report(
     image: str | None = None,
     engine_version: str | None = None,
     api_key: str | None = None,
+    secrets: Sequence[str] = (),
 ) -> Path:
     """Write a complete report folder and return its path.
 
     The folder is ``out_dir`` when given, else ``<recipe dir>/reports/<stamp>_<run name>/``. ``values``
     resolve the recipe's placeholders; those whose names hold secrets, and ``api_key``, are replaced
-    by ``***`` in the recipe copy and the logs.
+    by ``***`` in the recipe copy and the logs, as is each of ``secrets`` (every resolved secret value
+    of the run).
     """
     if out_dir is None and recipe_path is None:
         raise BenchError("a run report needs a recipe or an output folder", hint="pass --out DIR")
     out = Path(out_dir) if out_dir is not None else report_dir(recipe_path or ".", run_name)
     out.mkdir(parents=True, exist_ok=True)
-    secrets = _secrets(values, api_key)
+    secrets = sorted({*_secrets(values, api_key), *(v for v in secrets if v)}, key=len, reverse=True)
     recipe_info = _write_recipe(out, recipe_path, values, secrets)
     bench, requests = _bench_doc(results)
     fp = fingerprint(

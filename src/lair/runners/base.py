@@ -81,6 +81,13 @@ def env_guard(env: Mapping[str, str] | None) -> str:
     return "; ".join(checks)
 
 
+_TREE_AWK = r"""'BEGIN { n = split(seeds, s, " "); for (i = 1; i <= n; i++) seed[s[i]] = 1 }
+{ if ($5 ~ /^Z/) next; ppid[$1] = $2; if ($3 == p || $4 == p || ($1 in seed)) mark[$1] = 1 }
+END { do { more = 0
+           for (x in ppid) if (!(x in mark) && (ppid[x] in mark)) { mark[x] = 1; more = 1 } } while (more)
+      for (x in mark) print x }'"""
+
+
 class Runner(ABC):
     """Runs commands on one node. Every method is a coroutine except :meth:`follow` (an async iterator).
 
@@ -162,6 +169,14 @@ class Runner(ABC):
         state = f"s=$(sed 's/.*) //' /proc/{int(pid)}/stat 2>/dev/null | cut -c1)"
         script = f'{state}; [ -n "$s" ] && [ "$s" != Z ]'
         return (await self.run(script, check=False, timeout=30)).returncode == 0
+
+    async def process_tree(self, pid: int, also: Sequence[int] = ()) -> list[int]:
+        """Live processes of ``pid``'s process group and session, ``also`` (pids seen before), and
+        every descendant of any of them (zombies left out): what a stop must end."""
+        seeds = " ".join(str(int(p)) for p in (pid, *also))
+        script = f"ps -e -o pid=,ppid=,pgid=,sid=,stat= | awk -v p={int(pid)} -v seeds='{seeds}' " + _TREE_AWK
+        res = await self.run(script, check=False, timeout=30)
+        return sorted({int(x) for x in res.stdout.split() if x.isdigit()})
 
     async def kill(self, pid: int, sig: int = signal.SIGTERM, *, group: bool = True) -> bool:
         """Send ``sig`` to the process group ``pid`` (or just the process); False if nothing was there."""

@@ -104,12 +104,7 @@ def leftovers(home: Path, run_id: str, nodes: NetnsNodes | None, docker: bool) -
             containers += [f"{n.name}:{c}" for c in local_containers(run_id, env).split()]
     pids = [int(n["pid"]) for n in rec["nodes"] if n.get("pid")]
     workdirs = [str(p) for p in Path("/tmp").glob(f"lair-{run_id}-r*")]
-    held = [
-        f"{k}:{lease.run_id}"
-        for group in ("_adhoc", "test-nodes", "test-docker-nodes")
-        for k, lease in leases(group).items()
-        if lease.run_id == run_id
-    ]
+    held = [f"{k}:{lease.run_id}" for k, lease in leases().items() if lease.run_id == run_id]
     return Leftovers(containers, [p for p in pids if pid_alive(p)], workdirs, held)
 
 

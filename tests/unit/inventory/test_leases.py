@@ -16,8 +16,10 @@ from lair.inventory import (
     Cluster,
     Node,
     acquire,
+    acquire_nodes,
     add_cluster,
     leases,
+    machine_key,
     reclaim,
     release,
     set_holder,
@@ -54,10 +56,11 @@ def test_lease_records_holder(trio: Path) -> None:
     held = {s.node.name: s.lease for s in status("trio")}
     lease = held["n0"]
     assert lease is not None and held["n1"] is None
-    assert (lease.run_id, lease.pid, lease.key) == ("r1", os.getpid(), "0")
+    assert (lease.run_id, lease.pid, lease.key) == ("r1", os.getpid(), "10.0.0.2")
+    assert (lease.cluster, lease.rank) == ("trio", 0)
     assert lease.holder_alive() is True and lease.started_at.endswith("+00:00")
-    data = json.loads((trio / "state" / "leases" / "trio.json").read_text())
-    assert data["leases"]["0"]["run_id"] == "r1"
+    data = json.loads((trio / "state" / "leases" / "machines.json").read_text())
+    assert data["leases"]["10.0.0.2"]["run_id"] == "r1"
 
 
 def test_explicit_hosts_all_or_nothing(trio: Path) -> None:
@@ -95,9 +98,9 @@ def test_dead_holders_are_reclaimed(trio: Path) -> None:
 
 def test_reused_pid_is_not_the_holder(trio: Path) -> None:
     acquire("trio", 1, run_id="r1")
-    path = trio / "state" / "leases" / "trio.json"
+    path = trio / "state" / "leases" / "machines.json"
     data = json.loads(path.read_text())
-    data["leases"]["0"]["pid_start"] -= 1  # same pid, different start time: a recycled pid
+    data["leases"]["10.0.0.2"]["pid_start"] -= 1  # same pid, different start time: a recycled pid
     path.write_text(json.dumps(data))
     assert [lease.run_id for lease in reclaim()] == ["r1"]
 
@@ -114,9 +117,9 @@ def test_detached_leases_survive_reclaim(trio: Path) -> None:
 
 def test_other_control_hosts_are_never_reclaimed(trio: Path) -> None:
     acquire("trio", 1, run_id="far", pid=dead_pid())
-    path = trio / "state" / "leases" / "trio.json"
+    path = trio / "state" / "leases" / "machines.json"
     data = json.loads(path.read_text())
-    data["leases"]["0"]["hostname"] = "another-control-host"
+    data["leases"]["10.0.0.2"]["hostname"] = "another-control-host"
     path.write_text(json.dumps(data))
     assert reclaim() == []
 
@@ -124,3 +127,28 @@ def test_other_control_hosts_are_never_reclaimed(trio: Path) -> None:
 def test_nothing_to_allocate_is_an_error(trio: Path) -> None:
     with pytest.raises(AllocationError):
         acquire("trio", None, run_id="r")
+
+
+def test_one_machine_in_two_clusters_and_nodes_is_leased_once(trio: Path) -> None:
+    """The same machine as rank 0 of "trio", rank 1 of "other" (written differently) and a --nodes
+    host: whoever takes it first holds it for all three."""
+    other = [Node(name="o0", address="10.0.0.9", rank=0), Node(name="o1", address="::ffff:10.0.0.2", rank=1)]
+    add_cluster("other", Cluster(nodes=other))
+    assert machine_key(other[1]) == machine_key(Node(name="x", address="10.0.0.2", rank=0)) == "10.0.0.2"
+    acquire("trio", 1, run_id="a")  # n0 = 10.0.0.2
+    assert [n.name for n in acquire("other", 1, run_id="b")] == ["o0"]
+    with pytest.raises(AllocationError, match=r"0 free of 2 nodes, 2 needed \(held by runs: a, b\)"):
+        acquire("other", 2, run_id="c")
+    with pytest.raises(AllocationError, match=r"n0 \(held by run a\)"):
+        acquire(None, run_id="d", hosts=["10.0.0.2"])
+    assert list(leases()) == ["10.0.0.2", "10.0.0.9"]
+    assert [s.lease.run_id if s.lease else None for s in status("other")] == ["b", "a"]
+
+
+def test_loopback_names_are_one_machine(trio: Path) -> None:
+    local = Node(name="local", address="127.0.0.1", rank=0, local=True)
+    acquire_nodes([local], run_id="l1")
+    for host in ("localhost", "127.0.0.1", "127.0.1.1"):
+        with pytest.raises(AllocationError, match="held by run l1"):
+            acquire(None, run_id="l2", hosts=[host])
+    assert list(leases(ADHOC)) == ["localhost"]

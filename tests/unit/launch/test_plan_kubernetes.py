@@ -133,7 +133,8 @@ def test_secret_values_never_appear_only_secret_refs(
         assert HF_TOKEN not in text and API_KEY not in text
         assert (
             "kubectl create secret generic qwen-tp2-env"
-            " --from-literal=API_KEY=... --from-literal=HF_TOKEN=..." in cap.err
+            " --from-literal=API_KEY=... --from-literal=HF_TOKEN=... --from-literal=VLLM_API_KEY=..."
+            in cap.err
         )
     assert main(["plan", str(_recipe(tmp_path)), "--target", "kubernetes", "--json"]) == 0
     printed = capsys.readouterr()
@@ -146,8 +147,11 @@ def test_secret_values_never_appear_only_secret_refs(
         "valueFrom": {"secretKeyRef": {"name": "qwen-tp2-env", "key": "HF_TOKEN"}},
     }
     assert env["VLLM_LOGGING_LEVEL"] == {"name": "VLLM_LOGGING_LEVEL", "value": "INFO"}
-    i = c["command"].index("--api-key")
-    assert c["command"][i + 1] == "$(API_KEY)"  # expanded by the kubelet from the Secret-backed env
+    # --api-key {API_KEY} leaves the command line: vLLM reads the key from VLLM_API_KEY (Secret-backed)
+    assert "--api-key" not in c["command"]
+    assert env["VLLM_API_KEY"]["valueFrom"] == {
+        "secretKeyRef": {"name": "qwen-tp2-env", "key": "VLLM_API_KEY"}
+    }
 
 
 def test_statefulset_fields_match_hand_written_expectations(
@@ -216,7 +220,7 @@ def test_worker_pod_script_execs_its_ranks_command(
     argv = [_kubelet_expand(a, env) for a in c["command"]]
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=10)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("rank=1 args=serve /models/qwen --api-key k1 ")
+    assert out.stdout.startswith("rank=1 args=serve /models/qwen --host 0.0.0.0 ")  # no --api-key: env
     assert "--node-rank 1 --master-addr qw-head-0.qw --master-port 29501 --headless" in out.stdout
     env["HOSTNAME"] = "qw-worker-1"  # a pod beyond the plan's ranks refuses to start
     bad = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=10)

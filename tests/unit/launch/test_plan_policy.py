@@ -85,11 +85,14 @@ container = "/data"
 def test_untrusted_recipe_is_refused_until_accepted() -> None:
     r = load_text(RISKY)
     assert risky_requests(r) == [
-        "hook sh -c echo hi",
-        "mount /var/run/docker.sock",
-        "mount /root/.ssh",
-        "mount /",
-        "privileged mode",
+        "image i:1: its code runs with everything below",
+        "hook sh -c echo hi (before_serve, runs on the node itself)",
+        "mount /var/run/docker.sock:/var/run/docker.sock (read-write, a system path, a socket (a container "
+        "runtime's socket gives root on the host))",
+        "mount /root/.ssh:/keys (read-write, a system path, SSH keys)",
+        "mount /:/host (read-write, the host's whole filesystem)",
+        "mount /data:/data (read-write)",
+        "privileged mode (every device and capability of the host)",
     ]
     with pytest.raises(TrustError, match=r"mount /root/\.ssh"):
         plan(r, ONE, run_id="t1", trusted=False)
@@ -101,9 +104,13 @@ def test_untrusted_recipe_is_refused_until_accepted() -> None:
     assert plan(r, ONE, run_id="t4").run.trusted is True
 
 
-def test_untrusted_harmless_recipe_needs_no_acceptance() -> None:
+def test_untrusted_plain_recipe_still_needs_acceptance_of_its_image() -> None:
     r = load_text('engine = "custom"\ndocker_image = "i:1"\nentrypoint = ["serve"]\n')
-    assert plan(r, ONE, run_id="t5", trusted=False).nodes[0].container == "lair-t5-r0"
+    with pytest.raises(TrustError) as e:
+        plan(r, ONE, run_id="t5", trusted=False)
+    assert e.value.risks == ["image i:1: its code runs with everything below"]
+    ok = Acceptance(fingerprint=fingerprint(r), source="https://x", requests={}, accepted_at="now")
+    assert plan(r, ONE, run_id="t5", trusted=False, acceptance=ok).nodes[0].container == "lair-t5-r0"
 
 
 def test_too_few_nodes_and_single_node_engines() -> None:

@@ -139,12 +139,14 @@ def test_secret_values_never_reach_plan_output(monkeypatch: pytest.MonkeyPatch) 
     out = p.model_dump_json() + render_text(p)
     assert "hf_supersecret123" not in out
     assert p.run.env == {"HF_TOKEN": "***", "PLAIN": "1"} and p.run.secret_env == ["HF_TOKEN"]
-    assert p.env_values(p.nodes[0])["HF_TOKEN"] == "hf_supersecret123"
-    assert "HF_TOKEN" in (p.nodes[0].steps[0].env_names or [])
+    assert p.secret_env() == {"HF_TOKEN": "hf_supersecret123"} and "HF_TOKEN" not in p.env_values(p.nodes[0])
+    env_file, secrets_file = p.nodes[0].steps[:2]
+    assert "HF_TOKEN" not in (env_file.env_names or []) and secrets_file.env_names == ["HF_TOKEN"]
+    assert secrets_file.secrets and secrets_file.path == "/tmp/lair-s1-r0/secrets"
 
 
 def test_text_plan_shows_exact_commands(tmp_path: Path) -> None:
     text = render_text(_seed_plan())
-    assert "docker run -d --name lair-r1-r1" in text and "--memory-swap 9g" in text
+    assert "docker run -d --pull never --name lair-r1-r1" in text and "--memory-swap 9g" in text
     assert "node spark2 (10.9.0.12) rank 1, worker" in text
     assert "one read-only -v per line of /tmp/sm121-exl3-mounts.txt" in text
