@@ -153,7 +153,7 @@ def _mount_risk(host: str, read_only: bool) -> str | None:
     """Why a bind mount of ``host`` is risky, or None."""
     path = posixpath.normpath("/" + host.lstrip("/")) if host.startswith("/") else host
     parts = [p for p in path.split("/") if p]
-    why: list[str] = []
+    why: list[str] = [f"it is {path}"] if path != host.rstrip("/") and host != "/" else []
     if not read_only:
         why.append("read-write")
     if path == "/":
