@@ -1,15 +1,24 @@
 """The engine's Prometheus ``/metrics``: parse, snapshot, and what changed during a cell.
 
-Names differ per engine (``vllm:``, ``sglang:``, ``llamacpp:``...); lair recognises them by what
-they mean, matching on name fragments:
+One table per engine (:data:`ENGINE_METRICS`) names the exact metrics lair reads; no fragment
+matching, so that vLLM's ``external_prefix_cache_hits_total``, ``prompt_tokens_cached_total`` and
+``prompt_tokens_cached_by_source_total`` (other views of the same hits) are never added in, nor
+SGLang's ``encoder_cache_hit_tokens_total`` or its other ``*token_usage`` gauges:
 
-- prefix-cache hits: a counter whose name holds ``prefix_cache_hits``, ``cache_hit_tokens`` or
-  ``prompt_tokens_cached`` (llama.cpp);
-- prefix-cache queries: ``prefix_cache_queries``;
-- KV-cache use (gauge, highest value seen during the cell): ``kv_cache_usage``, ``gpu_cache_usage``,
-  ``token_usage``;
-- speculative decoding: ``spec_decode_num_accepted_tokens`` / ``spec_decode_num_draft_tokens``
-  (acceptance = accepted delta / draft delta), or an engine's own ``spec_accept`` gauge.
+- vLLM 0.32: hits ``vllm:prefix_cache_hits_total``, queries ``vllm:prefix_cache_queries_total``,
+  KV use ``vllm:kv_cache_usage_perc``, spec decode ``vllm:spec_decode_num_accepted_tokens_total`` /
+  ``vllm:spec_decode_num_draft_tokens_total``;
+- SGLang 0.5.23: hits ``sglang:cached_tokens_total``, queries ``sglang:prompt_tokens_total``, KV use
+  ``sglang:token_usage``, spec decode ``sglang:spec_accept_rate`` (a gauge);
+- llama.cpp: no hit counter; queries ``llamacpp:prompt_tokens_total``, KV use
+  ``llamacpp:kv_cache_usage_ratio``;
+- lair's calibrated test server: ``calibrated:prefix_cache_hits_total`` / ``..._queries_total``,
+  ``calibrated:kv_cache_usage_perc``.
+
+The table of a snapshot is the one whose prefix its metrics carry. Counters are summed over label
+sets (SGLang's ``cache_source`` device/host/storage are parts of one total); gauges are read as the
+highest label set (one value per engine, TP or DP rank). A hits delta of ``None`` means the server
+has no hit counter: together with responses without ``cached_tokens`` the cold cache is not proven.
 """
 
 from __future__ import annotations
@@ -21,20 +30,72 @@ from typing import Any
 from lair.bench.client import Endpoint, http_request
 from lair.errors import BenchError
 
-__all__ = ["MetricsWatch", "cell_engine_metrics", "parse_prometheus", "scrape"]
+__all__ = [
+    "ENGINE_METRICS",
+    "EngineMetrics",
+    "MetricsWatch",
+    "cell_engine_metrics",
+    "metrics_table",
+    "parse_prometheus",
+    "scrape",
+]
 
-_HITS = ("prefix_cache_hits", "cache_hit_tokens", "prompt_tokens_cached")
-_QUERIES = ("prefix_cache_queries",)
-_KV = ("kv_cache_usage", "gpu_cache_usage", "token_usage")
-_SPEC_ACC, _SPEC_DRAFT, _SPEC_GAUGE = (
-    "spec_decode_num_accepted_tokens",
-    "spec_decode_num_draft_tokens",
-    "spec_accept",
+MAX = "@max"
+"""Key suffix of a metric's highest label set (gauges); the bare name holds the sum."""
+
+
+@dataclass(frozen=True)
+class EngineMetrics:
+    """The exact metric names of one engine's ``/metrics``."""
+
+    engine: str
+    prefix: str
+    hits: str | None
+    queries: str | None
+    kv_usage: str | None
+    spec_accepted: str | None = None
+    spec_draft: str | None = None
+    spec_rate: str | None = None
+
+
+ENGINE_METRICS = (
+    EngineMetrics(
+        "vllm",
+        "vllm:",
+        hits="vllm:prefix_cache_hits_total",
+        queries="vllm:prefix_cache_queries_total",
+        kv_usage="vllm:kv_cache_usage_perc",
+        spec_accepted="vllm:spec_decode_num_accepted_tokens_total",
+        spec_draft="vllm:spec_decode_num_draft_tokens_total",
+    ),
+    EngineMetrics(
+        "sglang",
+        "sglang:",
+        hits="sglang:cached_tokens_total",
+        queries="sglang:prompt_tokens_total",
+        kv_usage="sglang:token_usage",
+        spec_rate="sglang:spec_accept_rate",
+    ),
+    EngineMetrics(
+        "llamacpp",
+        "llamacpp:",
+        hits=None,
+        queries="llamacpp:prompt_tokens_total",
+        kv_usage="llamacpp:kv_cache_usage_ratio",
+    ),
+    EngineMetrics(
+        "calibrated",
+        "calibrated:",
+        hits="calibrated:prefix_cache_hits_total",
+        queries="calibrated:prefix_cache_queries_total",
+        kv_usage="calibrated:kv_cache_usage_perc",
+    ),
 )
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Metric name -> value, summed over label sets; histogram buckets are dropped."""
+    """Metric name -> value summed over label sets, and ``name@max`` -> the highest label set;
+    histogram buckets are dropped."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
@@ -52,7 +113,13 @@ def parse_prometheus(text: str) -> dict[str, float]:
         except (ValueError, IndexError):
             continue
         out[name] = out.get(name, 0.0) + value
+        out[name + MAX] = max(out.get(name + MAX, value), value)
     return out
+
+
+def metrics_table(snap: dict[str, float]) -> EngineMetrics | None:
+    """The table of the engine whose metrics ``snap`` holds, None for an unknown server."""
+    return next((t for t in ENGINE_METRICS if any(k.startswith(t.prefix) for k in snap)), None)
 
 
 async def scrape(ep: Endpoint, api_key: str | None = None) -> dict[str, float] | None:
@@ -64,31 +131,39 @@ async def scrape(ep: Endpoint, api_key: str | None = None) -> dict[str, float] |
     return parse_prometheus(body.decode("utf-8", "replace")) if status == 200 else None
 
 
-def _sum(snap: dict[str, float], frags: tuple[str, ...]) -> float | None:
-    vals = [v for k, v in snap.items() if any(f in k for f in frags) and not k.endswith(("_created", "_sum"))]
-    return sum(vals) if vals else None
+def _delta(before: dict[str, float], after: dict[str, float], name: str | None) -> float | None:
+    if name is None or name not in after:
+        return None
+    return after[name] - before.get(name, 0.0)
 
 
-def _delta(before: dict[str, float], after: dict[str, float], frags: tuple[str, ...]) -> float | None:
-    a, b = _sum(after, frags), _sum(before, frags)
-    return None if a is None or b is None else a - b
+def _gauge(snap: dict[str, float], name: str | None) -> float | None:
+    return snap.get(name + MAX) if name else None
 
 
 def cell_engine_metrics(
     before: dict[str, float], after: dict[str, float], samples: list[dict[str, float]]
 ) -> dict[str, Any]:
     """What the engine says about one cell: prefix-cache hits, KV use, spec-decode acceptance."""
-    kv = [v for s in [*samples, after] if (v := _sum(s, _KV)) is not None]
-    acc, draft = _delta(before, after, (_SPEC_ACC,)), _delta(before, after, (_SPEC_DRAFT,))
-    acceptance = acc / draft if acc is not None and draft else _sum(after, (_SPEC_GAUGE,))
+    t = metrics_table(after)
     changed = {k: after[k] - before.get(k, 0.0) for k in after if k.endswith("_total")}
-    return {
-        "prefix_cache_hits_delta": _delta(before, after, _HITS),
-        "prefix_cache_queries_delta": _delta(before, after, _QUERIES),
-        "kv_cache_usage_max": max(kv) if kv else None,
-        "spec_decode_acceptance": acceptance,
+    out: dict[str, Any] = {
+        "metrics_engine": t.engine if t else None,
+        "prefix_cache_hits_delta": None,
+        "prefix_cache_queries_delta": None,
+        "kv_cache_usage_max": None,
+        "spec_decode_acceptance": None,
         "counters_delta": {k: v for k, v in changed.items() if v},
     }
+    if t is None:
+        return out
+    kv = [v for s in [*samples, after] if (v := _gauge(s, t.kv_usage)) is not None]
+    acc, draft = _delta(before, after, t.spec_accepted), _delta(before, after, t.spec_draft)
+    out["prefix_cache_hits_delta"] = _delta(before, after, t.hits)
+    out["prefix_cache_queries_delta"] = _delta(before, after, t.queries)
+    out["kv_cache_usage_max"] = max(kv) if kv else None
+    out["spec_decode_acceptance"] = acc / draft if acc is not None and draft else _gauge(after, t.spec_rate)
+    return out
 
 
 @dataclass

@@ -60,7 +60,7 @@ class CellResult:
     decode_tok_s_per_stream: float | None
     decode_tok_s_aggregate: float | None
     completion_tokens: int | None
-    cached_tokens: int
+    cached_tokens: int | None  # None: no response reported cached_tokens
     cache_hit: bool
     client_bound: bool
     output_length_ok: bool

@@ -255,9 +255,12 @@ def _median_int(values: list[int | None]) -> int | None:
     return round(d.percentile(xs, 50)) if xs else None
 
 
-def _flags(cell: CellResult, no_usage: bool) -> list[str]:
+def _flags(cell: CellResult, no_usage: bool, unproven: bool = False) -> list[str]:
+    """``cold-cache-not-proven``: the server has no prefix-cache hit counter and no response
+    carried ``cached_tokens``, so a cache hit could not have been seen."""
     pairs = [
         (cell.cache_hit, "cache-hit"),
+        (unproven, "cold-cache-not-proven"),
         (cell.client_bound, "client-bound"),
         (not cell.output_length_ok, "short-output"),
         (cell.errors > 0, "errors"),
@@ -278,8 +281,10 @@ def _cell(s: _Session, ctx: int, c: int, reps: list[_Repeat]) -> CellResult:
             [d.aggregate_decode_tok_s([r for r in p.timings if r.ok]) for p in reps]
         ),
     }
-    hits = sum((rep.engine.get("prefix_cache_hits_delta") or 0) for rep in reps)
-    cached = sum(r.cached_tokens or 0 for r in ok)
+    counted = [h for rep in reps if (h := rep.engine.get("prefix_cache_hits_delta")) is not None]
+    hits = sum(counted)
+    reported = [r.cached_tokens for r in ok if r.cached_tokens is not None]
+    cached = sum(reported) if reported else None  # None: no response said (not "0 cached")
     want = s.opts.decode_tokens
     cell = CellResult(
         context=ctx,
@@ -301,7 +306,7 @@ def _cell(s: _Session, ctx: int, c: int, reps: list[_Repeat]) -> CellResult:
         client=_client_summary(reps),
         engine_metrics=[rep.engine for rep in reps],
     )
-    cell.flags = _flags(cell, any(r.completion_tokens is None for r in ok))
+    cell.flags = _flags(cell, any(r.completion_tokens is None for r in ok), not counted and not reported)
     return cell
 
 

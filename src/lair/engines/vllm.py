@@ -17,7 +17,8 @@ that starts ``ray start --head --block``, waits until every node joined, then ru
 ``vllm serve ... --distributed-executor-backend ray``. That shell is the head's main process: it
 ends when the server or the Ray head ends (so a crash fails the launch with the server's log), and
 on SIGTERM it stops the server, then the Ray head. The ``ray`` command is the one beside the
-entrypoint's ``vllm`` when that is a path (a venv's ``bin/``), else ``ray`` from PATH.
+entrypoint's program when that is in a ``bin/`` folder (a venv), else ``ray`` from PATH. Each Ray
+node keeps its session folder in the run folder (``--temp-dir``), removed at cleanup.
 """
 
 from __future__ import annotations
@@ -84,9 +85,10 @@ def _over1(n: int) -> int | None:
 
 
 def ray_binary(serve: list[str]) -> str:
-    """``ray`` beside the entrypoint's ``vllm`` when that is a path, else ``ray`` from PATH."""
-    first = serve[0] if serve else ""
-    return first.rsplit("/", 1)[0] + "/ray" if "/" in first and first.endswith("/vllm") else "ray"
+    """``ray`` beside the entrypoint's program when that is a path in a ``bin/`` folder (a venv's
+    ``vllm`` or ``python``), else ``ray`` from PATH."""
+    folder = serve[0].rsplit("/", 1)[0] if serve and "/" in serve[0] else ""
+    return f"{folder}/ray" if folder.endswith("/bin") else "ray"
 
 
 def _ray_start(ray: str, role: Role) -> list[str]:

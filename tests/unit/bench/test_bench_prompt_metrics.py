@@ -35,15 +35,62 @@ def test_cell_engine_metrics_deltas_and_peaks() -> None:
     after = dict(before)
     after.update({"vllm:prefix_cache_hits_total": 150.0, "vllm:spec_decode_num_accepted_tokens_total": 160})
     after["vllm:spec_decode_num_draft_tokens_total"] = 200
-    during = [{**before, "vllm:kv_cache_usage_perc": 0.75}]
+    during = [
+        parse_prometheus(PROM.replace('kv_cache_usage_perc{engine="0"} 0.25', "kv_cache_usage_perc 0.75"))
+    ]
     em = cell_engine_metrics(before, after, during)
-    assert em["prefix_cache_hits_delta"] == 0.0
+    assert em["metrics_engine"] == "vllm" and em["prefix_cache_hits_delta"] == 0.0
     assert em["kv_cache_usage_max"] == 0.75
     assert em["spec_decode_acceptance"] == pytest.approx(0.8)
     assert em["counters_delta"] == {
         "vllm:spec_decode_num_accepted_tokens_total": 80,
         "vllm:spec_decode_num_draft_tokens_total": 100,
     }
+
+
+# vLLM 0.32 after one request that hit 128 cached tokens: four counters say so, one is the hit count.
+VLLM_HITS = """\
+vllm:prefix_cache_queries_total{{engine="0",model_name="tiny"}} {q}
+vllm:prefix_cache_hits_total{{engine="0",model_name="tiny"}} {h}
+vllm:external_prefix_cache_hits_total{{engine="0",model_name="tiny"}} {h}
+vllm:prompt_tokens_cached_total{{engine="0",model_name="tiny"}} {h}
+vllm:prompt_tokens_cached_by_source_total{{engine="0",model_name="tiny",source="local_compute"}} {h}
+vllm:kv_cache_usage_perc{{engine="0",model_name="tiny"}} 0.01
+"""
+
+
+def test_vllm_hits_are_counted_once() -> None:
+    before = parse_prometheus(VLLM_HITS.format(q=0, h=0))
+    after = parse_prometheus(VLLM_HITS.format(q=256, h=128))
+    em = cell_engine_metrics(before, after, [])
+    assert (em["prefix_cache_hits_delta"], em["prefix_cache_queries_delta"]) == (128, 256)
+
+
+SGLANG = """\
+sglang:cached_tokens_total{{model_name="m",cache_source="device"}} {d}
+sglang:cached_tokens_total{{model_name="m",cache_source="host"}} {h}
+sglang:encoder_cache_hit_tokens_total{{model_name="m"}} 999
+sglang:prompt_tokens_total{{model_name="m"}} 300
+sglang:token_usage{{model_name="m",tp_rank="0"}} 0.2
+sglang:token_usage{{model_name="m",tp_rank="1"}} 0.3
+sglang:swa_token_usage{{model_name="m"}} 0.9
+sglang:full_token_usage{{model_name="m"}} 0.9
+sglang:spec_accept_rate{{model_name="m"}} 0.6
+"""
+
+
+def test_sglang_exact_names() -> None:
+    before = parse_prometheus(SGLANG.format(d=0, h=0))
+    em = cell_engine_metrics(before, parse_prometheus(SGLANG.format(d=100, h=28)), [])
+    assert em["metrics_engine"] == "sglang" and em["prefix_cache_hits_delta"] == 128
+    assert em["kv_cache_usage_max"] == 0.3 and em["spec_decode_acceptance"] == 0.6
+
+
+def test_llamacpp_has_no_hit_counter() -> None:
+    snap = parse_prometheus("llamacpp:prompt_tokens_total 10\nllamacpp:tokens_predicted_total 5\n")
+    em = cell_engine_metrics(snap, snap, [])
+    assert em["metrics_engine"] == "llamacpp" and em["prefix_cache_hits_delta"] is None
+    assert cell_engine_metrics({}, {"other_total": 1.0}, [])["metrics_engine"] is None
 
 
 def test_every_prompt_starts_with_a_fresh_nonce() -> None:
