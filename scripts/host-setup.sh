@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Make this machine ready for lair's integration tests: a Docker engine, podman, and sshd (for the
-# network-namespace SSH nodes the tests create). Idempotent; needs root on Debian/Ubuntu.
+# Make this machine ready for lair's integration tests: a Docker engine, podman, sshd (for the
+# network-namespace SSH nodes the tests create) and Slurm + munge (a private cluster per test
+# session). Idempotent; needs root on Debian/Ubuntu.
 # Without root or apt it only reports what is missing (the tests that need it then fail loudly).
 set -euo pipefail
 need=()
@@ -11,12 +12,17 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v iptables >/dev/null || need+=(iptables)
 command -v nsenter >/dev/null || need+=(util-linux)
 command -v curl >/dev/null || need+=(curl)
-if [ ${#need[@]} -gt 0 ]; then
+slurm=()  # Slurm from Debian for the Slurm launch tests (no recommends: 5 s, 14 MB)
+command -v slurmctld >/dev/null || slurm+=(slurm-wlm)
+command -v munged >/dev/null || slurm+=(munge)
+if [ ${#need[@]} -gt 0 ] || [ ${#slurm[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-    echo "host-setup: missing ${need[*]} (install them as root)" >&2; exit 1
+    echo "host-setup: missing ${need[*]} ${slurm[*]} (install them as root)" >&2; exit 1
   fi
   timeout 300 apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq "${need[@]}" >/dev/null
+  [ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq "${need[@]}" >/dev/null
+  [ ${#slurm[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive timeout 600 \
+    apt-get install -y -qq --no-install-recommends "${slurm[@]}" >/dev/null
 fi
 if ! timeout 5 docker info >/dev/null 2>&1; then
   # no systemd on CI machines: start the daemon by hand (it creates docker0 + iptables rules itself)

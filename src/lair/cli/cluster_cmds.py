@@ -21,9 +21,24 @@ def register(sub: Any) -> None:
     q.add_argument(
         "--node",
         action="append",
-        required=True,
+        default=[],
         metavar="SPEC",
         help="name=n1,address=10.0.0.2,rank=0,gpus=1[,user=U,port=P,key=PATH,gpu_model=M,label.K=V]",
+    )
+    s = q.add_argument_group("slurm (--slurm: Slurm allocates the nodes; no --node)")
+    s.add_argument("--slurm", action="store_true", help="a Slurm cluster: lair launch submits batch jobs")
+    s.add_argument("--partition", metavar="P", help="sbatch --partition")
+    s.add_argument("--account", metavar="A", help="sbatch --account")
+    s.add_argument("--gres-per-node", metavar="gpu:N", help="sbatch --gres (default: the recipe's GPUs)")
+    s.add_argument(
+        "--container",
+        choices=("docker", "apptainer", "enroot", "none"),
+        help="how container recipes run on the nodes (default docker; enroot through pyxis)",
+    )
+    s.add_argument("--time", metavar="T", help="sbatch --time of each run's job")
+    s.add_argument("--slurm-conf", metavar="PATH", help="SLURM_CONF for lair's Slurm commands")
+    s.add_argument(
+        "--job-dir", metavar="DIR", help="folder the nodes share with this machine (job scripts, logs)"
     )
     q.add_argument("--known-hosts", choices=("accept-new", "strict", "off"), help="host key policy")
     q.add_argument("--known-hosts-file", metavar="PATH")
@@ -85,14 +100,28 @@ def cmd_add(args: argparse.Namespace) -> int:
     from lair.inventory import Cluster, add_cluster
     from lair.inventory.model import parse_inventory
 
+    if bool(args.node) == bool(args.slurm):
+        from lair.errors import ConfigError
+
+        raise ConfigError("give --node SPEC (one per node) or --slurm", hint="see `lair cluster add --help`")
     fields: dict[str, Any] = {"nodes": [parse_node_spec(s, i) for i, s in enumerate(args.node)]}
+    if args.slurm:
+        fields["kind"] = "slurm"
+        fields["slurm"] = _slurm_fields(args)
     for attr in ("known_hosts", "known_hosts_file", "ssh_config", "env_via"):
         if getattr(args, attr):
             fields[attr] = getattr(args, attr)
     cluster: Cluster = parse_inventory({"clusters": {args.name: fields}}, "--node").get(args.name)
     saved = add_cluster(args.name, cluster, replace=args.replace)
-    err(f"cluster {args.name!r}: {len(saved.nodes)} node(s) saved")
+    what = "Slurm cluster" if saved.kind == "slurm" else f"{len(saved.nodes)} node(s)"
+    err(f"cluster {args.name!r}: {what} saved")
     return 0
+
+
+def _slurm_fields(args: argparse.Namespace) -> dict[str, Any]:
+    keys = {"partition": "partition", "account": "account", "gres_per_node": "gres_per_node"}
+    keys |= {"container": "container", "time": "time_limit", "slurm_conf": "slurm_conf", "job_dir": "job_dir"}
+    return {field: getattr(args, arg) for arg, field in keys.items() if getattr(args, arg)}
 
 
 def cmd_list(args: argparse.Namespace) -> int:

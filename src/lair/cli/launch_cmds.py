@@ -221,7 +221,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     if args.target == "kubernetes":
         return _plan_kubernetes(args)
-    prep = _with_prompt(args, lambda req: prepare(req, lease=False))
+    from lair.launch.slurm import slurm_cluster, slurm_plan
+
+    cluster = slurm_cluster(_request(args))
+    if cluster is not None:
+        prep, script = _with_prompt(args, lambda req: slurm_plan(req, cluster))
+        if not args.json:
+            err(f"Slurm cluster {cluster.name}: the nodes are placeholders until the job runs; main job:")
+            err(script)
+    else:
+        prep = _with_prompt(args, lambda req: prepare(req, lease=False))
     _show_acceptance(prep)
     p = prep.plan
     if args.json:

@@ -21,7 +21,7 @@ from lair.inventory.leases import (
     set_holder,
     status,
 )
-from lair.inventory.model import Cluster, Inventory, Node, adhoc_node, parse_inventory
+from lair.inventory.model import Cluster, Inventory, Node, SlurmSettings, adhoc_node, parse_inventory
 from lair.inventory.store import add_cluster, clusters_path, load_inventory, remove_cluster
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "Lease",
     "Node",
     "RankStatus",
+    "SlurmSettings",
     "acquire",
     "acquire_nodes",
     "add_cluster",

@@ -34,7 +34,7 @@ from lair.errors import ConfigError
 from lair.rig import Capabilities
 from lair.runners.ssh import SshOptions
 
-__all__ = ["Cluster", "Inventory", "Node", "adhoc_node"]
+__all__ = ["Cluster", "Inventory", "Node", "SlurmSettings", "adhoc_node"]
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
@@ -80,10 +80,32 @@ class Node(_Strict):
         return str(Path(v).expanduser()) if v else v
 
 
+class SlurmSettings(_Strict):
+    """``[clusters.X.slurm]``: a cluster whose nodes Slurm allocates (``lair.launch.slurm``)."""
+
+    partition: str | None = Field(None, description="sbatch --partition")
+    account: str | None = Field(None, description="sbatch --account")
+    gres_per_node: str | None = Field(
+        None, description='sbatch --gres, e.g. "gpu:4" (default: the recipe\'s GPUs)'
+    )
+    container: Literal["docker", "apptainer", "enroot", "none"] = Field(
+        "docker", description="how container recipes run on the nodes (enroot: through pyxis)"
+    )
+    time_limit: str | None = Field(None, description='sbatch --time, e.g. "04:00:00"')
+    slurm_conf: str | None = Field(None, description="SLURM_CONF for lair's sbatch/squeue/scancel")
+    job_dir: str | None = Field(
+        None, description="folder shared with the nodes for job scripts and logs (default: the run journal)"
+    )
+
+
 class Cluster(_Strict):
     """A named set of nodes plus how to reach them and what they allow."""
 
     name: str = Field("", exclude=True)
+    kind: Literal["ssh", "slurm"] = Field(
+        "ssh", description="ssh: lair's nodes and leases; slurm: Slurm allocates"
+    )
+    slurm: SlurmSettings | None = None
     known_hosts: Literal["accept-new", "strict", "off"] = "accept-new"
     env_via: Literal["stdin", "file", "accept-env"] = "stdin"
     known_hosts_file: str | None = None
@@ -91,6 +113,16 @@ class Cluster(_Strict):
     connect_timeout_s: float = Field(10.0, gt=0)
     capabilities: Capabilities | None = None
     nodes: list[Node] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _kind(self) -> Cluster:
+        if self.kind == "slurm" and self.nodes:
+            raise ValueError("a slurm cluster lists no nodes: Slurm allocates them")
+        if self.kind == "slurm" and self.slurm is None:
+            self.slurm = SlurmSettings()
+        if self.kind == "ssh" and self.slurm is not None:
+            raise ValueError('[slurm] settings need kind = "slurm"')
+        return self
 
     @model_validator(mode="after")
     def _unique(self) -> Cluster:

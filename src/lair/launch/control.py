@@ -64,6 +64,12 @@ def _session(j: Journal, progress: Progress) -> Session:
     return Session(plan, record, j, [_node(n.node, n.cluster) for n in record.nodes], progress)
 
 
+def _slurm_journal(run_id: str) -> bool:
+    from lair.launch.slurm import is_slurm
+
+    return is_slurm(Journal(run_id))
+
+
 def runs() -> list[RunRecord]:
     """Every run in the journal, oldest first."""
     return sorted((j.load() for j in list_journals()), key=lambda r: r.created_at)
@@ -97,7 +103,11 @@ def run_status(run_id: str | None = None, *, live: bool = True) -> list[dict[str
         d = r.model_dump(mode="json", exclude={"nodes"})
         d["state"] = _effective_state(r)
         d["nodes"] = [n.model_dump(mode="json", exclude={"node"}) for n in r.nodes]
-        if live and r.state in ACTIVE:
+        if live and r.state in ACTIVE and _slurm_journal(r.run_id):
+            from lair.launch.slurm import slurm_status
+
+            d = slurm_status(Journal(r.run_id), d)
+        elif live and r.state in ACTIVE:
             alive = asyncio.run(_alive(_session(Journal(r.run_id), lambda _m: None)))
             for n, a in zip(d["nodes"], alive, strict=True):
                 n["alive"] = a
@@ -136,6 +146,10 @@ def stop_run(run_id: str, *, progress: Progress = lambda _m: None) -> RunRecord:
         done = _wait_for_controller(j, r.controller_pid, progress)
         if done is not None and done.state != "stop-failed":
             return done
+    if _slurm_journal(run_id):
+        from lair.launch.slurm import stop_slurm
+
+        return stop_slurm(j, progress)
     s = _session(j, progress)
     problems = asyncio.run(teardown(s, failed=False))
     if s.record.state == "stop-failed":
@@ -181,6 +195,11 @@ def follow_logs(
     if not ranks:
         raise LaunchError(f"run {run_id} has no node {node!r}", hint="give a rank or a node name")
     prefix = len(ranks) > 1
+    if _slurm_journal(run_id):  # the job's output files, whatever the run's state
+        from lair.launch.slurm import slurm_logs
+
+        slurm_logs(j, ranks, follow, lines, emit)
+        return
     if r.state not in ACTIVE:
         for rank in ranks:
             for line in (j.saved_log(rank) or "").splitlines()[-lines:]:

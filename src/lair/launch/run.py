@@ -311,7 +311,11 @@ def launch(
     ``on_ready(result)`` returned: it runs in a thread while the run serves, then the run stops)."""
     from lair.launch.fault_injection import pause_stages
     from lair.launch.resolve import prepare
+    from lair.launch.slurm import launch_slurm, slurm_cluster
 
+    cluster = slurm_cluster(req)
+    if cluster is not None:  # Slurm allocates the nodes: its job replaces lair's leases
+        return launch_slurm(req, cluster, detach=detach, progress=progress, on_ready=on_ready)
     pauses = pause_stages()  # before anything is leased: a typo'd stage name fails here
     with _signals_interrupt():  # until the event loop owns the signals: a signal here releases the leases
         prep = prepare(req, lease=True)

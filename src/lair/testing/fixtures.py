@@ -11,6 +11,8 @@ Session-scoped (built once, torn down at the end):
 - ``engine_image``: a local image tag with python3 + xllamacpp + lair (``lair.testing.images``).
 - ``engine_image_on_nodes``: ``engine_image`` loaded into every ``ssh_nodes_docker`` node's dockerd.
 - ``engine_image_in_podman``: ``engine_image`` loaded into this machine's podman storage.
+- ``slurm_cluster``: a private Slurm cluster (munged, slurmctld, 2 slurmd) written as the lair
+  cluster ``test-slurm`` (kind ``slurm``, container ``none``). Needs root and slurm-wlm + munge.
 - ``tiny_model``: path of a tiny random GGUF (its Hugging Face folder is beside it, ``hf/``).
 - ``vllm_venv`` / ``sglang_venv``: the cached engine venvs (:mod:`lair.testing.engines`).
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from lair.testing.nodes import NetnsNodes
+from lair.testing.slurm import SlurmCluster
 
 __all__ = [
     "engine_image",
@@ -32,6 +35,7 @@ __all__ = [
     "engine_image_on_nodes",
     "lair_home",
     "sglang_venv",
+    "slurm_cluster",
     "ssh_nodes",
     "ssh_nodes_docker",
     "tiny_model",
@@ -103,3 +107,14 @@ def sglang_venv() -> Path:
     from lair.testing.engines import sglang_venv
 
     return sglang_venv()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(lair_home: Path) -> Iterator[SlurmCluster]:
+    import sys
+
+    with SlurmCluster(nodes=2) as sc:
+        sc.write_cluster("test-slurm", lair_home / "clusters.toml")
+        print(f"slurm up in {sc.up_s:.2f}s", file=sys.stderr)
+        yield sc
+    print(f"slurm down in {sc.down_s:.2f}s", file=sys.stderr)

@@ -1,0 +1,597 @@
+"""``lair launch`` on a Slurm cluster: Slurm allocates, lair turns its plan into the job's steps.
+
+    launch_slurm(req, cluster, detach=, progress=, on_ready=) -> LaunchResult
+    stop_slurm(journal) / slurm_status(journal) / slurm_logs(journal, ...)
+
+1. The plan is built once on placeholder nodes (recipe, rig, trust are checked before anything is
+   submitted), then the main job is submitted (:func:`lair.plan.slurm.main_script`): it writes the
+   nodes Slurm gave it to ``JOB/status/nodes`` and waits for ``JOB/go``.
+2. Those nodes (their ``NodeAddr``) become the plan's nodes; the per-node scripts, env-files (0600)
+   and hook files are written into the job folder, the after_stop job is submitted
+   (``--dependency=afterany``, same nodes), and ``JOB/go`` lets the main job go on.
+3. Readiness is polled at the head's address while the job must keep running; then serve in the
+   foreground (Ctrl-C stops), detach, or run ``on_ready`` (a benchmark) and stop.
+4. Stop: ``scancel`` of the main job, the after_stop job runs, and lair waits until neither job nor
+   any of their steps is left in ``squeue``. Slurm's allocation replaces lair's leases.
+
+The job folder (``[clusters.X.slurm] job_dir``, default the run's journal folder) must be shared by
+this machine and the nodes, as Slurm clusters' home or scratch file systems are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lair.errors import LaunchError
+
+if TYPE_CHECKING:
+    from lair.inventory import Cluster, Node
+    from lair.launch.journal import Journal, RunRecord
+    from lair.launch.node import Progress
+    from lair.launch.resolve import Prepared, Request
+    from lair.launch.run import LaunchResult, OnReady
+    from lair.plan import Plan
+    from lair.recipe import Recipe
+
+__all__ = ["is_slurm", "launch_slurm", "slurm_cluster", "slurm_logs", "slurm_status", "stop_slurm"]
+
+POLL_S = 0.2
+ALLOC_WAIT_S = 600.0  # pending in the queue, then the batch script's first lines
+END_WAIT_S = 120.0  # a cancelled job, then the after_stop job, to leave squeue
+ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
+INFO = "slurm.json"
+
+
+# ---- Slurm commands ------------------------------------------------------------------------------
+@dataclasses.dataclass
+class SlurmJob:
+    """What the journal keeps of a run's jobs (``<run>/slurm.json``)."""
+
+    job_dir: str
+    job_id: int
+    epilogue_id: int | None = None
+    slurm_conf: str | None = None
+    stop_requested: bool = False
+
+    def save(self, j: Journal) -> None:
+        tmp = j.dir / f".{INFO}.tmp"
+        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2), encoding="utf-8")
+        tmp.replace(j.dir / INFO)
+
+    @classmethod
+    def load(cls, j: Journal) -> SlurmJob:
+        return cls(**json.loads((j.dir / INFO).read_text(encoding="utf-8")))
+
+
+def _slurm(job: SlurmJob | str | None, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    conf = job.slurm_conf if isinstance(job, SlurmJob) else job
+    env = {**os.environ, **({"SLURM_CONF": conf} if conf else {})}
+    try:
+        res = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=env)
+    except FileNotFoundError:
+        raise LaunchError(
+            f"{argv[0]} is not installed here", hint="lair must run where Slurm's commands do"
+        ) from None
+    return res
+
+
+def _check(res: subprocess.CompletedProcess[str], what: str) -> str:
+    if res.returncode != 0:
+        raise LaunchError(f"{what} failed (exit {res.returncode}): {res.stderr.strip()[-500:]}")
+    return res.stdout
+
+
+def _submit(conf: str | None, script: Path, *extra: str) -> int:
+    out = _check(_slurm(conf, "sbatch", "--parsable", *extra, str(script)), "sbatch")
+    return int(out.strip().split(";")[0])
+
+
+def job_states(job: SlurmJob) -> dict[int, dict[str, Any]]:
+    """Every job squeue knows (22.05 ignores -j with --json: filtered here), by id."""
+    res = _slurm(job, "squeue", "--json", "--all")
+    data = json.loads(_check(res, "squeue --json"))
+    return {int(x["job_id"]): x for x in data.get("jobs", [])}
+
+
+def _state(job: SlurmJob, job_id: int | None) -> str:
+    if job_id is None:
+        return "NONE"
+    info = job_states(job).get(job_id)
+    return str(info["job_state"]) if info else "GONE"
+
+
+def _steps_left(job: SlurmJob) -> list[str]:
+    ids = {str(i) for i in (job.job_id, job.epilogue_id) if i is not None}
+    out = _check(_slurm(job, "squeue", "--steps", "--noheader", "--format=%i"), "squeue --steps")
+    return [s for s in out.split() if s.split(".")[0] in ids]
+
+
+# ---- placement ---------------------------------------------------------------------------------------
+def slurm_cluster(req: Request) -> Cluster | None:
+    """The request's cluster when it is a Slurm cluster (``--nodes`` never is)."""
+    from lair.inventory import load_inventory
+    from lair.launch.resolve import load_source
+    from lair.recipe import load_recipe
+    from lair.rig import load_rig
+
+    if req.hosts or req.place is not None:
+        return None
+    name = req.cluster
+    if not name:
+        recipe = load_recipe(load_source(req.recipe)[0])
+        name = recipe.cluster or (load_rig(req.rig).cluster if req.rig else None)
+    if not name:
+        return None
+    c = load_inventory().get(name)
+    return c if c.kind == "slurm" else None
+
+
+def _placeholders(recipe: Recipe, _run_id: str) -> list[Node]:
+    from lair.inventory import Node
+
+    return [
+        Node(name=f"slurm-node{i}", address=f"slurm-node{i}", rank=i) for i in range(recipe.required_nodes)
+    ]
+
+
+def _allocated(job: SlurmJob, names: list[str]) -> list[Node]:
+    """The allocation's nodes in rank order, each at its ``NodeAddr``."""
+    from lair.inventory import Node
+
+    out = _check(_slurm(job, "scontrol", "show", "node", "-o", ",".join(names)), "scontrol show node")
+    addr = {}
+    for line in out.splitlines():
+        f = dict(w.split("=", 1) for w in line.split() if "=" in w)
+        addr[f.get("NodeName", "")] = f.get("NodeAddr") or f.get("NodeHostName") or f.get("NodeName", "")
+    return [Node(name=n, address=addr.get(n, n), rank=i) for i, n in enumerate(names)]
+
+
+def _rendered(prep: Prepared, req: Request) -> Recipe:
+    from lair.recipe import render_recipe
+    from lair.rig import load_rig
+
+    values = load_rig(req.rig).string_values() if req.rig else {}
+    return render_recipe(prep.recipe, values, where=req.recipe)
+
+
+def _settings(c: Cluster) -> Any:
+    from lair.plan.slurm import SlurmJobSettings
+
+    s = c.slurm
+    assert s is not None
+    return SlurmJobSettings(s.partition, s.account, s.gres_per_node, s.container, s.time_limit)
+
+
+# ---- files in the job folder ---------------------------------------------------------------------------
+def _write(path: Path, text: str | bytes, mode: int) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    data = text.encode() if isinstance(text, str) else text
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(path, mode)
+
+
+def _write_plan(plan: Plan, recipe: Recipe, c: Cluster, job_dir: Path) -> None:
+    from lair.launch.node import env_file_text
+    from lair.plan.slurm import node_scripts
+
+    settings = _settings(c)
+    scripts, copies = node_scripts(plan, recipe, settings, str(job_dir))
+    for rel, text in scripts.items():
+        _write(job_dir / rel, text, 0o700)
+    for rel, src in copies.items():
+        _write(job_dir / rel, Path(src).read_bytes(), 0o700)
+    shell_env = plan.run.runtime == "native" or settings.container in ("apptainer", "enroot")
+    for n in plan.nodes:
+        env = env_file_text(plan.env_values(n), "native" if shell_env else plan.run.runtime)
+        _write(job_dir / f"r{n.rank}" / "env", env, 0o600)
+
+
+def _job_name(run_id: str) -> str:
+    return f"lair-{run_id}"
+
+
+def _submit_main(plan: Plan, recipe: Recipe, c: Cluster, job_dir: Path) -> int:
+    from lair.plan.slurm import main_script, pyxis_options, sbatch_options
+
+    settings = _settings(c)
+    extra = ""
+    if plan.run.runtime != "native" and settings.container == "enroot":
+        extra = " ".join(pyxis_options(plan, recipe, str(job_dir))) + " "
+    opts = sbatch_options(recipe, settings)
+    script = main_script(str(job_dir), recipe.required_nodes, _job_name(plan.run.run_id), opts, extra)
+    _write(job_dir / "main.sbatch", script, 0o700)
+    for sub in ("logs", "status"):  # sbatch opens its output file before the script runs
+        (job_dir / sub).mkdir(mode=0o700, exist_ok=True)
+    return _submit(settings_conf(c), job_dir / "main.sbatch")
+
+
+def settings_conf(c: Cluster) -> str | None:
+    return c.slurm.slurm_conf if c.slurm else None
+
+
+def _submit_epilogue(job: SlurmJob, c: Cluster, nodes: list[Node]) -> int:
+    from lair.plan.slurm import epilogue_script
+
+    s = _settings(c)
+    opts = [f"--nodes={len(nodes)}", "--ntasks-per-node=1", f"--nodelist={','.join(n.name for n in nodes)}"]
+    opts += [f"--partition={s.partition}"] * bool(s.partition) + [f"--account={s.account}"] * bool(s.account)
+    script = epilogue_script(job.job_dir, len(nodes), f"lair-after-{job.job_id}", opts)
+    path = Path(job.job_dir) / "after_stop.sbatch"
+    _write(path, script, 0o700)
+    return _submit(job.slurm_conf, path, f"--dependency=afterany:{job.job_id}")
+
+
+# ---- the run ----------------------------------------------------------------------------------------------
+class _Run:
+    """One Slurm run driven from this process: journal, jobs, progress."""
+
+    def __init__(self, req: Request, c: Cluster, progress: Progress) -> None:
+        self.req, self.c, self.progress, self.t0 = req, c, progress, time.monotonic()
+        self.stop_signal = False
+        self.job: SlurmJob
+        self.journal: Journal
+        self.record: RunRecord
+        self.plan: Plan
+
+    def say(self, msg: str) -> None:
+        line = f"[{time.monotonic() - self.t0:6.2f}s] {msg}"
+        if hasattr(self, "journal"):
+            self.journal.event(line)
+        self.progress(line)
+
+    def save(self, state: str | None = None) -> None:
+        if state:
+            self.record.state = state  # type: ignore[assignment]
+        self.journal.save(self.record)
+
+
+def _status_file(job: SlurmJob, name: str) -> str | None:
+    p = Path(job.job_dir) / "status" / name
+    return p.read_text(encoding="utf-8").strip() if p.exists() else None
+
+
+def _wait_nodes(run: _Run) -> list[str]:
+    deadline, said = time.monotonic() + ALLOC_WAIT_S, ""
+    while time.monotonic() < deadline:
+        if run.stop_signal:
+            raise KeyboardInterrupt
+        names = _status_file(run.job, "nodes")
+        if names:
+            return names.split()
+        info = job_states(run.job).get(run.job.job_id)
+        state = str(info["job_state"]) if info else "GONE"
+        if state not in ACTIVE_STATES:
+            raise LaunchError(
+                f"job {run.job.job_id} ended before it started ({state})", hint=_log_hint(run.job)
+            )
+        reason = f"{state} ({info.get('state_reason', '')})" if info else state
+        if reason != said:
+            run.say(f"job {run.job.job_id}: {reason}")
+            said = reason
+        time.sleep(POLL_S)
+    raise LaunchError(f"job {run.job.job_id} got no nodes in {ALLOC_WAIT_S:g}s", hint="see squeue")
+
+
+def _log_hint(job: SlurmJob) -> str:
+    return f"see the job's output in {job.job_dir}/logs"
+
+
+def _tail(path: Path, n: int = 20) -> str:
+    if not path.exists():
+        return "(no output)"
+    return (
+        "\n    ".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:]) or "(no output)"
+    )
+
+
+def _failure(run: _Run) -> str | None:
+    """Why the main job is not serving (None while it is): its verdict, the failed stage's log."""
+    job = run.job
+    verdict = _status_file(job, "main")
+    state = _state(job, job.job_id)
+    if verdict is None and state in ACTIVE_STATES:
+        return None
+    if state == "CANCELLED" and not job.stop_requested:
+        return f"job {job.job_id} was cancelled outside lair (scancel)"
+    for stage in ("before_serve", "serve"):
+        for n in run.plan.nodes:
+            rc = _status_file(job, f"{stage}-r{n.rank}.rc")
+            if rc not in (None, "0"):
+                log = Path(job.job_dir) / "logs" / f"{stage}-r{n.rank}.log"
+                return f"{stage} failed on {n.name} (exit {rc}); its output:\n    {_tail(log)}"
+    batch = Path(job.job_dir) / "logs" / f"{_job_name(run.plan.run.run_id)}-{job.job_id}.out"
+    return f"job {job.job_id}: {verdict or state}; the batch script's output:\n    {_tail(batch)}"
+
+
+def _wait_ready(run: _Run) -> float:
+    from lair.launch.readiness import _get
+    from lair.plan import Stage
+
+    ready = run.plan.head.stage(Stage.READY)[0]
+    urls, t0 = list(ready.urls or []), time.monotonic()
+    run.say(f"waiting for {', '.join(urls)} (up to {ready.timeout_s:g}s)")
+    while urls:
+        if run.stop_signal:
+            raise KeyboardInterrupt
+        why = _failure(run)
+        if why:
+            raise LaunchError(why, hint=_log_hint(run.job))
+        while urls and _get(urls[0]):
+            urls.pop(0)
+        if urls and time.monotonic() - t0 > (ready.timeout_s or run.plan.run.ready_timeout_s):
+            raise LaunchError(f"not ready after {ready.timeout_s:g}s: {urls[0]}", hint=_log_hint(run.job))
+        time.sleep(POLL_S)
+    return time.monotonic() - t0
+
+
+def _end(run: _Run, *, failed: bool, why: str = "") -> list[str]:
+    """Cancel the main job (if it still runs), let the after_stop job run, verify nothing is left."""
+    run.job.stop_requested = run.job.stop_requested or not why
+    run.job.save(run.journal)
+    run.save("stopping")
+    problems = _finish(run.job, run.say)
+    for n in run.record.nodes:
+        n.errors += [p for p in problems if n.name in p]
+    if problems and any("still" in p for p in problems):
+        run.record.error = "; ".join(problems)
+        run.save("stop-failed")
+    else:
+        run.record.error = why
+        run.save("failed" if failed else "stopped")
+    return problems
+
+
+def _finish(job: SlurmJob, say: Callable[[str], None]) -> list[str]:
+    problems: list[str] = []
+    if _state(job, job.job_id) in ACTIVE_STATES:
+        say(f"scancel {job.job_id}")
+        _slurm(job, "scancel", str(job.job_id))
+    for job_id, what in ((job.job_id, "job"), (job.epilogue_id, "after_stop job")):
+        deadline = time.monotonic() + END_WAIT_S
+        while _state(job, job_id) in ACTIVE_STATES and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        state = _state(job, job_id)
+        if state in ACTIVE_STATES:
+            problems.append(f"{what} {job_id} is still {state} after {END_WAIT_S:g}s")
+        elif job_id is not None:
+            say(f"{what} {job_id}: {state}")
+    epi = _status_file(job, "epilogue")
+    if job.epilogue_id is not None and epi != "0":
+        problems.append(
+            f"after_stop exited {epi or 'without a status'}; see {job.job_dir}/logs/after_stop-r*.log"
+        )
+    left = _steps_left(job)
+    if left:
+        problems.append(f"job steps still in squeue: {', '.join(left)}")
+    return problems
+
+
+def _new_run(req: Request, c: Cluster, progress: Progress) -> tuple[_Run, Prepared]:
+    from lair.launch.journal import Journal, RunRecord
+
+    run = _Run(req, c, progress)
+    dry = prepare_placeholders(req)
+    run_id = dry.plan.run.run_id
+    run.journal = Journal(run_id)
+    job_dir = (
+        Path(c.slurm.job_dir).expanduser() / run_id
+        if c.slurm and c.slurm.job_dir
+        else run.journal.dir / "slurm"
+    )
+    job_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    now = time.time()
+    p = dry.plan
+    run.record = RunRecord(
+        run_id=run_id,
+        recipe=p.run.recipe,
+        name=p.run.name,
+        runtime=p.run.runtime,
+        endpoint=p.run.endpoint,
+        state="starting",
+        controller_pid=os.getpid(),
+        created_at=now,
+        updated_at=now,
+        nodes=[],
+    )
+    run.plan = p
+    run.journal.create(p.model_dump_json(indent=2), run.record)
+    run.job = SlurmJob(
+        str(job_dir), _submit_main(p, _rendered(dry, req), c, job_dir), slurm_conf=settings_conf(c)
+    )
+    run.job.save(run.journal)
+    run.say(f"run {run_id}: submitted job {run.job.job_id} ({c.name})")
+    return run, dry
+
+
+def _place(run: _Run, dry: Prepared) -> None:
+    """The allocation's nodes become the plan's; the node scripts are written; the job goes on."""
+    from lair.launch.resolve import prepare
+    from lair.launch.run import node_records
+
+    nodes = _allocated(run.job, _wait_nodes(run))
+    req = dataclasses.replace(run.req, place=lambda _r, _id: nodes, run_id=run.record.run_id)
+    prep = prepare(req, lease=False)
+    run.plan = prep.plan
+    run.record.endpoint = prep.plan.run.endpoint
+    run.record.nodes = node_records(prep.plan, nodes)
+    for n in run.record.nodes:
+        n.started = True
+        n.log_path = f"{run.job.job_dir}/logs/serve-r{n.rank}.log"
+    run.journal.create(prep.plan.model_dump_json(indent=2), run.record)
+    run.say(f"job {run.job.job_id} on {', '.join(f'{n.name} ({n.address})' for n in nodes)}")
+    _write_plan(prep.plan, _rendered(prep, req), run.c, Path(run.job.job_dir))
+    run.job.epilogue_id = _submit_epilogue(run.job, run.c, nodes)
+    run.job.save(run.journal)
+    (Path(run.job.job_dir) / "go").touch()
+    run.say(f"plan written; after_stop job {run.job.epilogue_id} waits for job {run.job.job_id}")
+
+
+def _serve(run: _Run) -> str:
+    """Foreground: until a signal, or until the job ends by itself. Returns why it ended."""
+    while not run.stop_signal:
+        why = _failure(run)
+        if why:
+            return why
+        time.sleep(1.0)
+    return ""
+
+
+def launch_slurm(
+    req: Request, c: Cluster, *, detach: bool, progress: Progress, on_ready: OnReady | None
+) -> LaunchResult:
+    from lair.launch.run import LaunchResult
+
+    run, dry = _new_run(req, c, progress)
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+    def handle(sig: int, _frame: object) -> None:
+        run.say(f"{signal.Signals(sig).name}: stopping")
+        run.stop_signal = True
+
+    for s in old:
+        signal.signal(s, handle)
+    try:
+        return _drive(run, dry, detach, on_ready, LaunchResult)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _drive(run: _Run, dry: Prepared, detach: bool, on_ready: OnReady | None, result_cls: Any) -> LaunchResult:
+    result = result_cls(
+        run.record.run_id, run.plan.run.endpoint, "starting", started_at=run.record.created_at
+    )
+    try:
+        _place(run, dry)
+        result.endpoint = run.plan.run.endpoint
+        result.ready_s = _wait_ready(run)
+    except BaseException as exc:
+        why = (
+            "interrupted" if isinstance(exc, KeyboardInterrupt) else (getattr(exc, "message", "") or str(exc))
+        )
+        run.say(f"launch failed: {why.splitlines()[0]}; cancelling, after_stop runs")
+        problems = _end(run, failed=True, why=why)
+        if isinstance(exc, LaunchError):
+            raise LaunchError(_with_after_stop(exc.message, run, problems), hint=exc.hint) from None
+        raise
+    run.say(f"ready in {result.ready_s:.2f}s: {run.plan.run.endpoint}")
+    run.save("running")
+    result.state = "running"
+    if detach:
+        run.record.detached, run.record.controller_pid = True, None
+        run.save("running")
+        return result  # type: ignore[no-any-return]
+    why = ""
+    if on_ready is not None:
+        try:
+            on_ready(result)
+        except KeyboardInterrupt:
+            why = ""
+    else:
+        why = _serve(run)
+    problems = _end(run, failed=bool(why), why=why)
+    result.state = run.record.state
+    if why:
+        raise LaunchError(_with_after_stop(why, run, problems), hint=_log_hint(run.job))
+    if run.record.state == "stop-failed":
+        raise LaunchError("could not verify that the jobs ended:\n  " + "\n  ".join(problems))
+    return result  # type: ignore[no-any-return]
+
+
+def _with_after_stop(msg: str, run: _Run, problems: list[str]) -> str:
+    epi = _status_file(run.job, "epilogue")
+    ran = "after_stop ran on every node" if epi == "0" else f"after_stop: {epi or 'did not run'}"
+    extra = "".join(f"\n  {p}" for p in problems)
+    return (
+        f"{msg}\n({ran}; job {run.job.job_id} and its after_stop job {run.job.epilogue_id} are gone){extra}"
+    )
+
+
+def slurm_plan(req: Request, c: Cluster) -> tuple[Prepared, str]:
+    """What ``lair plan`` shows for a Slurm cluster: the plan on placeholder nodes, the main job."""
+    from lair.plan.slurm import main_script, sbatch_options
+
+    prep = prepare_placeholders(req)
+    opts = sbatch_options(_rendered(prep, req), _settings(c))
+    job_dir = f"<{c.slurm.job_dir if c.slurm and c.slurm.job_dir else 'the run journal'}>/slurm"
+    name = _job_name(prep.plan.run.run_id)
+    return prep, main_script(job_dir, prep.recipe.required_nodes, name, opts)
+
+
+def prepare_placeholders(req: Request) -> Prepared:
+    from lair.launch.resolve import prepare
+
+    return prepare(dataclasses.replace(req, place=_placeholders), lease=False)
+
+
+# ---- from any shell -----------------------------------------------------------------------------------
+def is_slurm(j: Journal) -> bool:
+    return (j.dir / INFO).exists()
+
+
+def stop_slurm(j: Journal, progress: Progress) -> RunRecord:
+    """Cancel the run's job, wait for its after_stop job, verify no job or step is left."""
+    job, record = SlurmJob.load(j), j.load()
+    job.stop_requested = True
+    job.save(j)
+    record.state = "stopping"
+    j.save(record)
+    problems = _finish(job, progress)
+    if any("still" in p for p in problems):
+        record.state, record.error = "stop-failed", "; ".join(problems)
+        j.save(record)
+        raise LaunchError("could not verify that the jobs ended:\n  " + "\n  ".join(problems))
+    record.state = "stopped"
+    record.error = "; ".join(problems)
+    j.save(record)
+    return record
+
+
+def slurm_status(j: Journal, d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` (a run as data) with the job's squeue state; nodes are alive while it runs."""
+    job = SlurmJob.load(j)
+    info = job_states(job).get(job.job_id)
+    state = str(info["job_state"]) if info else "GONE"
+    d["slurm"] = {
+        "job_id": job.job_id,
+        "after_stop_job_id": job.epilogue_id,
+        "job_state": state,
+        "job_dir": job.job_dir,
+    }
+    for n in d["nodes"]:
+        n["alive"] = state == "RUNNING" and _status_file(job, "main") is None
+    return d
+
+
+def slurm_logs(j: Journal, ranks: list[int], follow: bool, lines: int, emit: Callable[[str], None]) -> None:
+    """The serve step's output of each rank (``JOB/logs/serve-rN.log``), with ``-f`` as it grows."""
+    job = SlurmJob.load(j)
+    record = j.load()
+    paths = {r: Path(job.job_dir) / "logs" / f"serve-r{r}.log" for r in ranks}
+    prefix = len(ranks) > 1
+    offsets: dict[int, int] = {}
+    for r, p in paths.items():
+        text = p.read_text(encoding="utf-8", errors="replace") if p.exists() else ""
+        for line in text.splitlines()[-lines:]:
+            emit(f"{record.nodes[r].name}| {line}" if prefix else line)
+        offsets[r] = len(text.encode())
+    while follow and _state(job, job.job_id) in ACTIVE_STATES:
+        time.sleep(0.5)
+        for r, p in paths.items():
+            if p.exists() and p.stat().st_size > offsets[r]:
+                with p.open("rb") as f:
+                    f.seek(offsets[r])
+                    data = f.read()
+                offsets[r] += len(data)
+                for line in data.decode(errors="replace").splitlines():
+                    emit(f"{record.nodes[r].name}| {line}" if prefix else line)

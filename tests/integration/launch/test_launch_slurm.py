@@ -1,0 +1,184 @@
+"""Through the real ``lair`` command on a real (private) Slurm cluster: the tiny-cpu example and a
+2-node recipe submitted, served, benchmarked and stopped with nothing left (no job or step in
+squeue, no live slurmstepd, no engine process, no run folder); a failing before_serve hook and a
+job cancelled from outside are reported as such, and after_stop still runs on every node."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from launch_helpers import (
+    assert_after_stop_ran,
+    events,
+    free_port,
+    lair,
+    start_foreground,
+    wait_for,
+    write_recipe,
+)
+from launch_roles import role_script
+
+from lair.testing.slurm import SlurmCluster, live_slurmstepd
+
+pytestmark = [pytest.mark.integration, pytest.mark.slurm]
+
+ROOT = Path(__file__).resolve().parents[3]
+TINY = ROOT / "examples" / "tiny-cpu" / "recipe.toml"
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+BENCH = ["--bench", "--bench-contexts", "128", "--bench-decode-tokens", "16", "--bench-repeat", "1"]
+
+
+def _engine_processes(run_id: str) -> list[int]:
+    """Processes whose environment says they belong to the run (engine, hooks, step scripts)."""
+    out = []
+    for p in Path("/proc").iterdir():
+        try:
+            env = (p / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"LAIR_RUN_ID={run_id}".encode() in env:
+            out.append(int(p.name))
+    return out
+
+
+def assert_nothing_left(sc: SlurmCluster, run_id: str) -> None:
+    assert sc.squeue() == "", "jobs or steps left in squeue"
+    assert _engine_processes(run_id) == []
+    # a step daemon finishes its own bookkeeping (to slurmctld) just after the job left squeue
+    wait_for(lambda: live_slurmstepd() == [], timeout=15, what="every slurmstepd to exit")
+    assert list(Path("/tmp").glob(f"lair-{run_id}-r*")) == []
+
+
+def _job(home: Path, run_id: str) -> dict[str, object]:
+    data: dict[str, object] = json.loads((home / "runs" / run_id / "slurm.json").read_text())
+    return data
+
+
+def test_tiny_cpu_detach_status_logs_stop(slurm_cluster: SlurmCluster, lair_home: Path) -> None:
+    res = lair("launch", str(TINY), "--cluster", "test-slurm", "--detach", "--json", timeout=180)
+    assert res.returncode == 0, res.stderr
+    run = json.loads(res.stdout)
+    run_id = run["run_id"]
+    try:
+        assert re.search(r"job \d+ on n1 \(127\.0\.0\.1\)", res.stderr)
+        print(f"slurm tiny-cpu ready in {run['ready_s']:.2f}s", file=sys.stderr)
+        with OPENER.open("http://127.0.0.1:8091/v1/models", timeout=10) as resp:
+            assert json.loads(resp.read())["data"][0]["id"] == "tiny"
+        status = json.loads(lair("status", run_id, "--json", check=True).stdout)[0]
+        job = _job(lair_home, run_id)
+        assert status["slurm"]["job_id"] == job["job_id"] and status["slurm"]["job_state"] == "RUNNING"
+        assert status["nodes"][0]["alive"] is True
+        assert str(job["job_id"]) in slurm_cluster.squeue()  # the real queue has it, running
+        assert "listening" in lair("logs", run_id, check=True).stdout
+    finally:
+        stop = lair("stop", run_id, timeout=180)
+    assert stop.returncode == 0, stop.stderr
+    assert re.search(rf"job {job['job_id']}: CANCELLED", stop.stderr)
+    assert re.search(rf"after_stop job {job['epilogue_id']}: COMPLETED", stop.stderr)
+    assert json.loads(lair("status", run_id, "--json", check=True).stdout)[0]["state"] == "stopped"
+    assert_nothing_left(slurm_cluster, run_id)
+
+
+def test_tiny_cpu_benchmarked_through_slurm(
+    slurm_cluster: SlurmCluster, lair_home: Path, tmp_path: Path
+) -> None:
+    recipe = tmp_path / "tiny-cpu" / "recipe.toml"
+    recipe.parent.mkdir()
+    shutil.copyfile(TINY, recipe)
+    res = lair("launch", str(recipe), "--cluster", "test-slurm", *BENCH, "--json", timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["state"] == "stopped"
+    cell = out["bench"]["cells"][0]
+    assert cell["context"] == 128 and cell["completion_tokens"] == 16 and cell["output_length_ok"]
+    assert cell["decode_tok_s_per_stream"] > 0
+    assert Path(out["report"], "results.json").exists()
+    assert_nothing_left(slurm_cluster, out["run_id"])
+
+
+TWO_NODES = """
+engine = "custom"
+runtime = "native"
+name = "two ranks through slurm"
+required_nodes = 2
+pipeline_parallel_size = 2
+distributed_backend = "mp"
+port = {port}
+host = "127.0.0.1"
+health_path = "/health"
+ready_timeout_s = 90
+entrypoint = ["sh", "-c", '{script}']
+before_serve = ["{before}"]
+after_stop = ["touch {markers}/after-stop-$LAIR_NODE_RANK"]
+"""
+
+
+def _two_nodes(tmp_path: Path, markers: Path, roles: Path, tiny_model: Path, before: str = "true") -> str:
+    script = role_script(sys.executable, str(roles), str(tiny_model))
+    text = TWO_NODES.format(port=free_port(), script=script, markers=markers, before=before)
+    return write_recipe(tmp_path / "two.toml", text)
+
+
+def test_two_nodes_served_benchmarked_stopped(
+    slurm_cluster: SlurmCluster, lair_home: Path, tmp_path: Path, markers: Path, roles: Path, tiny_model: Path
+) -> None:
+    recipe = _two_nodes(tmp_path, markers, roles, tiny_model)
+    res = lair("launch", recipe, "--cluster", "test-slurm", *BENCH, "--json", timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    run_id = out["run_id"]
+    assert re.search(r"job \d+ on n1 \(127\.0\.0\.1\), n2 \(127\.0\.0\.1\)", res.stderr)
+    cell = out["bench"]["cells"][0]
+    assert cell["completion_tokens"] == 16 and cell["decode_tok_s_per_stream"] > 0
+    worker = lair("logs", run_id, "--node", "1", check=True).stdout
+    assert "worker rank 1 of 2 at 127.0.0.1 reached 127.0.0.1:29501: hello from rank 0" in worker
+    plan = json.loads((lair_home / "runs" / run_id / "plan.json").read_text())
+    assert [(n["name"], n["lair_env"]["LAIR_NODE_RANK"]) for n in plan["nodes"]] == [("n1", "0"), ("n2", "1")]
+    assert_after_stop_ran(markers)
+    assert_nothing_left(slurm_cluster, run_id)
+
+
+def test_failing_before_serve_is_reported_and_after_stop_runs(
+    slurm_cluster: SlurmCluster, lair_home: Path, tmp_path: Path, markers: Path, roles: Path, tiny_model: Path
+) -> None:
+    before = "if [ $LAIR_NODE_RANK = 1 ]; then echo no GPU here >&2; exit 7; fi"
+    recipe = _two_nodes(tmp_path, markers, roles, tiny_model, before=before)
+    res = lair("launch", recipe, "--cluster", "test-slurm", "--detach", timeout=300)
+    assert res.returncode == 1
+    assert "before_serve failed on n2 (exit 7); its output:" in res.stderr and "no GPU here" in res.stderr
+    assert "after_stop ran on every node" in res.stderr
+    assert_after_stop_ran(markers)
+    run_id = re.search(r"run (\S+): submitted", res.stderr)[1]  # type: ignore[index]
+    assert json.loads(lair("status", run_id, "--json", check=True).stdout)[0]["state"] == "failed"
+    assert_nothing_left(slurm_cluster, run_id)
+
+
+def test_job_cancelled_outside_lair_is_reported_and_after_stop_runs(
+    slurm_cluster: SlurmCluster, lair_home: Path, tmp_path: Path, markers: Path, roles: Path, tiny_model: Path
+) -> None:
+    recipe = _two_nodes(tmp_path, markers, roles, tiny_model)
+    proc, run_id = start_foreground(recipe, lair_home, "--cluster", "test-slurm")
+    try:
+        wait_for(lambda: "ready in" in events(lair_home, run_id), timeout=120, what="ready")
+        job_id = str(_job(lair_home, run_id)["job_id"])
+        subprocess.run(["scancel", job_id], env={**os.environ, **slurm_cluster.env}, check=True, timeout=30)
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=180)
+    assert proc.returncode == 1
+    assert f"job {job_id} was cancelled outside lair (scancel)" in err
+    assert "after_stop ran on every node" in err
+    assert_after_stop_ran(markers)
+    assert json.loads(lair("status", run_id, "--json", check=True).stdout)[0]["state"] == "failed"
+    assert_nothing_left(slurm_cluster, run_id)

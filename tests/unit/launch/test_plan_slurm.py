@@ -1,0 +1,184 @@
+"""The Slurm rendering of a plan (no Slurm needed): sbatch resources, apptainer and pyxis arguments
+from the container plan, the docker step script (run with bash), and ``lair cluster add --slurm``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from lair.cli import main
+from lair.errors import ConfigError
+from lair.inventory import Node, load_inventory
+from lair.launch.resolve import Request, prepare
+from lair.plan.slurm import (
+    SlurmJobSettings,
+    apptainer_argv,
+    epilogue_script,
+    main_script,
+    node_scripts,
+    pyxis_options,
+    sbatch_options,
+)
+from lair.recipe import load_recipe
+
+RECIPE = """
+engine = "vllm"
+docker_image = "vllm/vllm-openai:v0.11.0"
+model = "/models/qwen"
+required_nodes = 2
+tensor_parallel_size = 2
+distributed_backend = "mp"
+gpus = "all"
+memory_limit = "9g"
+cpus = 5.5
+before_serve = ["echo hi"]
+after_stop = [{ run = "echo bye", on_failure = "warn" }]
+
+[[extra_mounts]]
+host = "/srv/models"
+container = "/models"
+read_only = true
+
+[[extra_mounts]]
+host = "/srv/cache"
+container = "/root/.cache"
+
+[meta.hardware]
+gpu_count = 4
+"""
+
+JOB = "/jobs/run1"
+SETTINGS = SlurmJobSettings(partition="gpu", account="lab", time_limit="01:00:00")
+
+
+def _plan(tmp_path: Path, text: str = RECIPE) -> tuple[object, object]:
+    path = tmp_path / "r.toml"
+    path.write_text(text)
+    nodes = [Node(name="c1", address="10.0.0.1", rank=0), Node(name="c2", address="10.0.0.2", rank=1)]
+    prep = prepare(Request(recipe=str(path), run_id="run1", place=lambda _r, _id: nodes), lease=False)
+    return prep.plan, load_recipe(path)
+
+
+def test_sbatch_options_from_the_recipe_resources(tmp_path: Path) -> None:
+    _, r = _plan(tmp_path)
+    # 9g = 9216 MiB; 5.5 cpus round up; gpu_count 4 over 2 nodes = gpu:2 per node
+    assert sbatch_options(r, SETTINGS) == [  # type: ignore[arg-type]
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=6",
+        "--mem=9216M",
+        "--gres=gpu:2",
+        "--time=01:00:00",
+        "--partition=gpu",
+        "--account=lab",
+    ]
+    assert "--gres=gpu:8" in sbatch_options(r, SlurmJobSettings(gres_per_node="gpu:8"))  # type: ignore[arg-type]
+
+
+def test_apptainer_and_pyxis_arguments_from_the_container_plan(tmp_path: Path) -> None:
+    plan, r = _plan(tmp_path)
+    head = plan.nodes[0]  # type: ignore[attr-defined]
+    cmd = ["vllm", "serve", "/models/qwen"]
+    assert apptainer_argv(plan, r, head, cmd) == [  # type: ignore[arg-type]
+        "apptainer",
+        "exec",
+        "--cleanenv",
+        "--env-file",
+        "/tmp/lair-run1-r0/env",
+        "--nv",
+        "--bind",
+        "/srv/models:/models:ro",
+        "--bind",
+        "/srv/cache:/root/.cache",
+        "docker://vllm/vllm-openai:v0.11.0",
+        "vllm",
+        "serve",
+        "/models/qwen",
+    ]
+    assert pyxis_options(plan, r, JOB) == [  # type: ignore[arg-type]
+        "--container-image=vllm/vllm-openai:v0.11.0",
+        "--container-mounts=/srv/models:/models:ro,/srv/cache:/root/.cache,/jobs/run1:/jobs/run1,"
+        "/tmp/lair-run1-r0:/tmp/lair-run1-r0,/tmp/lair-run1-r1:/tmp/lair-run1-r1",
+        "--no-container-mount-home",
+    ]
+
+
+@pytest.mark.parametrize("container", ["docker", "apptainer", "enroot"])
+def test_every_script_parses_and_wires_its_rank(tmp_path: Path, container: str) -> None:
+    plan, r = _plan(tmp_path)
+    scripts, copies = node_scripts(plan, r, SlurmJobSettings(container=container), JOB)  # type: ignore[arg-type]
+    assert sorted(scripts) == [
+        "node.sh",
+        "r0/after_stop.sh",
+        "r0/before_serve.sh",
+        "r0/serve.sh",
+        "r1/after_stop.sh",
+        "r1/before_serve.sh",
+        "r1/serve.sh",
+    ]
+    assert copies == {}
+    opts = sbatch_options(r, SETTINGS)  # type: ignore[arg-type]
+    texts = [*scripts.values(), main_script(JOB, 2, "lair-run1", opts), epilogue_script(JOB, 2, "e", opts)]
+    for text in texts:
+        res = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True, timeout=10)
+        assert res.returncode == 0, (res.stderr, text)
+    assert "--node-rank 1 --master-addr 10.0.0.1" in scripts["r1/serve.sh"]
+    assert "install -m 600 /jobs/run1/r0/env /tmp/lair-run1-r0/env" in scripts["r0/before_serve.sh"]
+    assert "hook 'hook: echo bye' warn 600" in scripts["r1/after_stop.sh"]
+
+
+def test_main_script_steps_per_role() -> None:
+    text = main_script(JOB, 3, "lair-run1", ["--nodes=3"])
+    assert "#SBATCH --nodes=3" in text and "#SBATCH --output=/jobs/run1/logs/%x-%j.out" in text
+    assert "srun --relative=0 --nodes=3 --ntasks=3 --ntasks-per-node=1" in text  # before_serve: all
+    assert "srun --relative=0 --nodes=1 --ntasks=1 --ntasks-per-node=1" in text  # serve: the head
+    assert "srun --relative=1 --nodes=2 --ntasks=2 --ntasks-per-node=1" in text  # serve: the workers
+
+
+def test_docker_step_runs_in_the_foreground_and_term_stops_the_container(tmp_path: Path) -> None:
+    """serve.sh run by bash with a recording ``docker`` on PATH: ``run`` without ``-d``; TERM on the
+    step -> ``docker stop`` of the run's container."""
+    plan, r = _plan(tmp_path)
+    scripts, _ = node_scripts(plan, r, SlurmJobSettings(container="docker"), JOB)  # type: ignore[arg-type]
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    pid = tmp_path / "run.pid"  # the fake's "stop" ends its "run", as the real client ends
+    fake = (
+        f'#!/bin/sh\necho "$*" >> {calls}\n'
+        f'case "$1" in run) echo $$ > {pid}; exec sleep 30 ;; stop) kill "$(cat {pid})" ;; esac\n'
+    )
+    (bin_dir / "docker").write_text(fake)
+    (bin_dir / "docker").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    proc = subprocess.Popen(["bash", "-c", scripts["r0/serve.sh"]], env=env)
+    deadline = time.monotonic() + 10
+    while not (calls.exists() and calls.read_text().startswith("run ")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run_line = calls.read_text().splitlines()[0]
+    assert " -d " not in run_line and "--name lair-run1-r0" in run_line
+    assert "--env-file /tmp/lair-run1-r0/env" in run_line and "vllm/vllm-openai:v0.11.0" in run_line
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=10)
+    assert calls.read_text().splitlines()[1] == "stop --time 30 lair-run1-r0"
+
+
+def test_container_recipe_on_a_native_only_cluster_is_refused(tmp_path: Path) -> None:
+    plan, r = _plan(tmp_path)
+    with pytest.raises(ConfigError, match="container = none"):
+        node_scripts(plan, r, SlurmJobSettings(container="none"), JOB)  # type: ignore[arg-type]
+
+
+def test_cluster_add_slurm(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--partition", "gpu", "--account", "lab", "--gres-per-node", "gpu:4", "--container", "enroot"]
+    assert main(["cluster", "add", "hpc", "--slurm", *args, "--time", "02:00:00"]) == 0
+    c = load_inventory().get("hpc")
+    assert c.kind == "slurm" and c.nodes == [] and c.slurm is not None
+    assert (c.slurm.partition, c.slurm.account, c.slurm.gres_per_node) == ("gpu", "lab", "gpu:4")
+    assert (c.slurm.container, c.slurm.time_limit) == ("enroot", "02:00:00")
+    assert main(["cluster", "add", "both", "--slurm", "--node", "address=10.0.0.1"]) == 1
+    assert "give --node SPEC (one per node) or --slurm" in capsys.readouterr().err
