@@ -95,6 +95,10 @@ class Journal:
         self._write("plan.json", plan_json)
         self.save(record)
 
+    def save_plan(self, plan_json: str) -> None:
+        """Replace the plan of a run whose nodes became known later (a scheduler's allocation)."""
+        self._write("plan.json", plan_json)
+
     def lock_stop(self) -> int:
         """Block until this process holds the run's stop lock; returns the fd for :meth:`unlock`."""
         self.dir.mkdir(parents=True, exist_ok=True)

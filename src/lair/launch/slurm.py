@@ -192,8 +192,14 @@ def _write_plan(plan: Plan, recipe: Recipe, c: Cluster, job_dir: Path) -> None:
         _write(job_dir / rel, Path(src).read_bytes(), 0o700)
     shell_env = plan.run.runtime == "native" or settings.container in ("apptainer", "enroot")
     for n in plan.nodes:
-        env = env_file_text(plan.env_values(n), "native" if shell_env else plan.run.runtime)
+        values = plan.env_values(n)
+        if shell_env:  # the command sources one file (docker mounts the secrets file of the plan)
+            values = {**plan.secret_env(), **values}
+        env = env_file_text(values, "native" if shell_env else plan.run.runtime)
         _write(job_dir / f"r{n.rank}" / "env", env, 0o600)
+        if n.secrets_file and not shell_env:
+            secrets = env_file_text(plan.secret_env(), "native")
+            _write(job_dir / f"r{n.rank}" / "secrets", secrets, 0o600)
 
 
 def _job_name(run_id: str) -> str:
@@ -318,6 +324,7 @@ def _wait_ready(run: _Run) -> float:
     from lair.plan import Stage
 
     ready = run.plan.head.stage(Stage.READY)[0]
+    key = run.plan.api_key(ready)
     urls, t0 = list(ready.urls or []), time.monotonic()
     run.say(f"waiting for {', '.join(urls)} (up to {ready.timeout_s:g}s)")
     while urls:
@@ -326,7 +333,7 @@ def _wait_ready(run: _Run) -> float:
         why = _failure(run)
         if why:
             raise LaunchError(why, hint=_log_hint(run.job))
-        while urls and _get(urls[0]):
+        while urls and _get(urls[0], key)[0] == 200:
             urls.pop(0)
         if urls and time.monotonic() - t0 > (ready.timeout_s or run.plan.run.ready_timeout_s):
             raise LaunchError(f"not ready after {ready.timeout_s:g}s: {urls[0]}", hint=_log_hint(run.job))
@@ -383,12 +390,6 @@ def _new_run(req: Request, c: Cluster, progress: Progress) -> tuple[_Run, Prepar
     dry = prepare_placeholders(req)
     run_id = dry.plan.run.run_id
     run.journal = Journal(run_id)
-    job_dir = (
-        Path(c.slurm.job_dir).expanduser() / run_id
-        if c.slurm and c.slurm.job_dir
-        else run.journal.dir / "slurm"
-    )
-    job_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     now = time.time()
     p = dry.plan
     run.record = RunRecord(
@@ -405,6 +406,9 @@ def _new_run(req: Request, c: Cluster, progress: Progress) -> tuple[_Run, Prepar
     )
     run.plan = p
     run.journal.create(p.model_dump_json(indent=2), run.record)
+    custom = c.slurm.job_dir if c.slurm else None
+    job_dir = Path(custom).expanduser() / run_id if custom else run.journal.dir / "slurm"
+    job_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     run.job = SlurmJob(
         str(job_dir), _submit_main(p, _rendered(dry, req), c, job_dir), slurm_conf=settings_conf(c)
     )
@@ -427,7 +431,8 @@ def _place(run: _Run, dry: Prepared) -> None:
     for n in run.record.nodes:
         n.started = True
         n.log_path = f"{run.job.job_dir}/logs/serve-r{n.rank}.log"
-    run.journal.create(prep.plan.model_dump_json(indent=2), run.record)
+    run.journal.save_plan(prep.plan.model_dump_json(indent=2))
+    run.save()
     run.say(f"job {run.job.job_id} on {', '.join(f'{n.name} ({n.address})' for n in nodes)}")
     _write_plan(prep.plan, _rendered(prep, req), run.c, Path(run.job.job_dir))
     run.job.epilogue_id = _submit_epilogue(run.job, run.c, nodes)
@@ -468,12 +473,16 @@ def launch_slurm(
 
 
 def _drive(run: _Run, dry: Prepared, detach: bool, on_ready: OnReady | None, result_cls: Any) -> LaunchResult:
+    from lair.plan import Stage
+
     result = result_cls(
         run.record.run_id, run.plan.run.endpoint, "starting", started_at=run.record.created_at
     )
     try:
         _place(run, dry)
         result.endpoint = run.plan.run.endpoint
+        ready = run.plan.head.stage(Stage.READY)
+        result.api_key = run.plan.api_key(ready[0]) if ready else None
         result.ready_s = _wait_ready(run)
     except BaseException as exc:
         why = (

@@ -190,12 +190,33 @@ def _files(job_dir: str, n: NodePlan) -> tuple[list[str], dict[str, str]]:
     return lines, copies
 
 
-def _before_serve(job_dir: str, n: NodePlan) -> tuple[str, dict[str, str]]:
-    env = f"{job_dir}/r{n.rank}/env"
+def _pull(s: Step) -> list[str]:
+    """The image on the node, by the plan's pull policy (docker under Slurm)."""
+    assert s.argv is not None
+    have = f"{s.argv[0]} image inspect {shlex.quote(s.argv[-1])} >/dev/null 2>&1"
+    if s.pull == "always":
+        return [shlex.join(s.argv)]
+    if s.pull == "never":
+        return [
+            f"{have} || {{ echo 'lair: image {s.argv[-1]} is not on this node (pull = never)' >&2; exit 1; }}"
+        ]
+    return [f"{have} || {shlex.join(s.argv)}"]
+
+
+def _before_serve(job_dir: str, n: NodePlan, container: Container) -> tuple[str, dict[str, str]]:
     lines = [_LIB, "set -e", f"mkdir -p -m 700 {shlex.quote(n.workdir)}"]
-    lines.append(f"install -m 600 {shlex.quote(env)} {shlex.quote(n.env_file)}")
+    lines.append(f"install -m 600 {shlex.quote(f'{job_dir}/r{n.rank}/env')} {shlex.quote(n.env_file)}")
+    if n.secrets_file:
+        src = f"{job_dir}/r{n.rank}/secrets"
+        lines.append(f"install -m 600 {shlex.quote(src)} {shlex.quote(n.secrets_file)}")
     files, copies = _files(job_dir, n)
-    lines += [*files, "set +e"]
+    lines += files
+    for s in n.stage(Stage.PREPARE):
+        if s.kind == "script":  # e.g. the engine's network interface, found on the node
+            lines.append(f"sh -c {shlex.quote(s.script or '')}")
+        elif s.kind == "pull" and container == "docker":
+            lines += _pull(s)
+    lines.append("set +e")
     lines += [_hook(s) for s in n.stage(Stage.BEFORE_SERVE) if s.kind == "exec"]
     lines += [f"sh -c {shlex.quote(s.script or '')} || exit $?" for s in n.stage(Stage.STAGE_MOUNTS)]
     return "\n".join(lines) + "\n", copies
@@ -320,7 +341,7 @@ def node_scripts(
     out = {"node.sh": _NODE_SH}
     copies: dict[str, str] = {}
     for n in plan.nodes:
-        before, files = _before_serve(job_dir, n)
+        before, files = _before_serve(job_dir, n, s.container)
         copies.update(files)
         out[f"r{n.rank}/before_serve.sh"] = before
         out[f"r{n.rank}/serve.sh"] = _serve(plan, r, n, s.container)
