@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from lair.errors import ConfigError
 from lair.plan.model import NodePlan, Plan, Stage, Step
+from lair.plan.resources import gpus_per_node
 
 if TYPE_CHECKING:
     from lair.recipe import Hook, Mount, Recipe
@@ -91,18 +92,8 @@ def _mebi(size_bytes: int) -> str:
     return f"{max(1, math.ceil(size_bytes / 2**20))}Mi"
 
 
-def _gpu_count(r: Recipe, nnodes: int, override: int | None) -> int:
-    if override is not None:
-        return override
-    g = (r.gpus or "").strip()
-    if not g:
-        return 0
-    if g.isdigit():
-        return int(g)
-    if g.startswith("device="):
-        return len([d for d in g.removeprefix("device=").strip("'\"").split(",") if d])
-    total = (r.meta.hardware.gpu_count if r.meta.hardware else None) or r.world_size * r.data_parallel_size
-    return max(1, math.ceil(total / nnodes))  # "all": the rig's GPUs (or the parallel sizes) per node
+def _gpu_count(r: Recipe, override: int | None) -> int:
+    return override if override is not None else gpus_per_node(r)
 
 
 def _escape(arg: str) -> str:
@@ -295,7 +286,7 @@ class _Pod:
             c["volumeMounts"] = mounts
         init = _init_containers(r, self.hooks, c, self.sec)  # same image, env and mounts; no GPU
         c["command"] = command
-        res = _resources(r, _gpu_count(r, len(self.plan.nodes), self.opts.gpus_per_node))
+        res = _resources(r, _gpu_count(r, self.opts.gpus_per_node))
         if res:
             c["resources"] = res
         if r.privileged:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Literal
 
 from lair.errors import ConfigError
 from lair.plan.model import NodePlan, Plan, Stage, Step
+from lair.plan.resources import gpus_per_node
 
 if TYPE_CHECKING:
     from lair.recipe import Recipe
@@ -62,18 +63,6 @@ class SlurmJobSettings:
 
 
 # ---- sbatch options ------------------------------------------------------------------------------
-def _gpus(r: Recipe) -> int:
-    g = (r.gpus or "").strip()
-    if not g:
-        return 0
-    if g.isdigit():
-        return int(g)
-    if g.startswith("device="):
-        return len([d for d in g.removeprefix("device=").strip("'\"").split(",") if d])
-    total = (r.meta.hardware.gpu_count if r.meta.hardware else None) or r.world_size * r.data_parallel_size
-    return max(1, math.ceil(total / r.required_nodes))
-
-
 def sbatch_options(r: Recipe, s: SlurmJobSettings) -> list[str]:
     """The main job's resources: one task per node, the recipe's per-node cpus, memory and GPUs."""
     opts = [f"--nodes={r.required_nodes}", "--ntasks-per-node=1"]
@@ -81,7 +70,8 @@ def sbatch_options(r: Recipe, s: SlurmJobSettings) -> list[str]:
         opts.append(f"--cpus-per-task={math.ceil(r.cpus)}")
     if r.memory_limit_bytes:
         opts.append(f"--mem={math.ceil(r.memory_limit_bytes / 2**20)}M")
-    gres = s.gres_per_node or (f"gpu:{_gpus(r)}" if _gpus(r) else None)
+    gpus = gpus_per_node(r)
+    gres = s.gres_per_node or (f"gpu:{gpus}" if gpus else None)
     if gres:
         opts.append(f"--gres={gres}")
     if s.time_limit:
