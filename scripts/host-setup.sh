@@ -4,6 +4,7 @@
 # session). Idempotent; needs root on Debian/Ubuntu.
 # Without root or apt it only reports what is missing (the tests that need it then fail loudly).
 set -euo pipefail
+. "$(dirname "$0")/daemon.sh"
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v podman >/dev/null || need+=(podman)
@@ -26,9 +27,9 @@ if [ ${#need[@]} -gt 0 ] || [ ${#slurm[@]} -gt 0 ]; then
 fi
 if ! timeout 5 docker info >/dev/null 2>&1; then
   # no systemd on CI machines: start the daemon by hand (it creates docker0 + iptables rules itself)
-  setsid dockerd > /var/log/dockerd.log 2>&1 < /dev/null &
+  start_daemon /var/log/dockerd.log dockerd   # no inherited descriptors (a caller's flock stays its own)
   for _ in $(seq 1 120); do timeout 5 docker info >/dev/null 2>&1 && break; sleep 0.5; done
   timeout 5 docker info >/dev/null || { echo "host-setup: dockerd did not start" >&2; tail -20 /var/log/dockerd.log >&2; exit 1; }
 fi
-mkdir -p /run/sshd && chmod 0755 /run/sshd
+mkdir -p /run/sshd && chmod 0755 /run/sshd   # the test nodes' sshds are started by lair.testing.nodes (close_fds)
 echo "host-setup: docker $(docker version --format '{{.Server.Version}}') and sshd ready" >&2

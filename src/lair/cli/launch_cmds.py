@@ -340,6 +340,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     for r in data:
         alive = [n for n in r["nodes"] if n.get("alive")]
         up = f"  {len(alive)}/{len(r['nodes'])} up" if r["state"] in ("running", "starting") else ""
+        unknown = [f"{n['name']} unknown ({n['check_error']})" for n in r["nodes"] if n.get("check_error")]
+        up += "".join(f"; {u}" for u in unknown)
         print(f"{r['run_id']}  {r['state']}{up}  {r['endpoint']}  {r['name']}")
     return 0
 

@@ -81,12 +81,18 @@ def _effective_state(r: RunRecord) -> str:
     return r.state
 
 
-async def _alive(s: Session) -> list[bool]:
-    async def one(ex: Any) -> bool:
+async def _alive(s: Session) -> list[tuple[bool | None, str]]:
+    """Per node: whether its process is up (None: the node could not be asked) and why not known."""
+
+    async def one(ex: Any) -> tuple[bool | None, str]:
         try:
-            return bool((await ex.alive())[0]) if ex.record.started else False
-        except Exception:
-            return False
+            return (bool((await ex.alive())[0]) if ex.record.started else False), ""
+        except Exception as exc:  # an unreachable node is "unknown", never "not alive"
+            from lair.errors import LairError
+
+            text = exc.message if isinstance(exc, LairError) else str(exc) or type(exc).__name__
+            how = "ssh" if not ex.node.local else "local"
+            return None, f"{how}: {text.splitlines()[0]}"
 
     try:
         return list(await asyncio.gather(*(one(ex) for ex in s.execs)))
@@ -109,8 +115,10 @@ def run_status(run_id: str | None = None, *, live: bool = True) -> list[dict[str
             d = slurm_status(Journal(r.run_id), d)
         elif live and r.state in ACTIVE:
             alive = asyncio.run(_alive(_session(Journal(r.run_id), lambda _m: None)))
-            for n, a in zip(d["nodes"], alive, strict=True):
+            for n, (a, why) in zip(d["nodes"], alive, strict=True):
                 n["alive"] = a
+                if why:
+                    n["check_error"] = why
         out.append(d)
     if run_id and not out:
         raise LaunchError(f"no run {run_id!r}", hint="see runs with `lair status`")
