@@ -29,6 +29,7 @@ __all__ = [
     "Endpoint",
     "StreamProtocol",
     "chat_request",
+    "error_message",
     "http_request",
     "open_stream",
     "parse_stream",
@@ -237,6 +238,21 @@ def _decode_all(datas: list[bytes]) -> list[Any]:
         return out
 
 
+def error_message(body: bytes) -> str:
+    """The server's own words in an error body: OpenAI's ``{"error": {"message"}}``, vLLM's
+    ``{"message"}``, a bare ``{"error": "..."}``, else the body's start."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        inner = doc.get("error")
+        for cand in (inner.get("message") if isinstance(inner, dict) else inner, doc.get("message")):
+            if isinstance(cand, str) and cand:
+                return cand[:500]
+    return body[:300].decode("utf-8", "replace").strip() or "(empty body)"
+
+
 def parse_stream(send_t: float, times: list[float], reads: list[bytes], full: bool = False) -> RequestTiming:
     """Turn the recorded reads of one streamed response into a :class:`RequestTiming`.
 
@@ -248,7 +264,7 @@ def parse_stream(send_t: float, times: list[float], reads: list[bytes], full: bo
     r.status = status
     if status != 200:
         body = b"".join(raw[s:e] for s, e in segments)
-        r.error = f"HTTP {status}: {body[:300].decode('utf-8', 'replace')}" if status else "no response"
+        r.error = f"HTTP {status}: {error_message(body)}" if status else "no response"
         return r
     if segments and not full and not _has_key(raw, segments[0][0], b'"error"'):
         if _lines_whole(segments, raw):  # scan the raw bytes: offsets there are read offsets
@@ -372,7 +388,7 @@ def _decode_events(r: RequestTiming, body: bytes, stamps: _OffsetMap) -> None:
 def _take_event(r: RequestTiming, ev: dict[str, Any], t: float, texts: list[str]) -> dict[str, Any] | None:
     """Record a content chunk; return the event's usage (the last one seen is the final count)."""
     if "error" in ev:
-        r.error = str(ev["error"])[:300]
+        r.error = error_message(json.dumps(ev).encode())
         return None
     usage: dict[str, Any] | None = ev.get("usage")
     choices = ev.get("choices")

@@ -15,10 +15,13 @@ per-stream decode tok/s
     usage where the server offers it, else the completion tokens are shared out in proportion to
     each chunk's text length.
 aggregate decode tok/s
-    Counted only over the window in which all c streams are decoding, from the latest first content
-    chunk to the earliest last content chunk: tokens delivered inside the window (each stream's count
-    interpolated linearly between chunk arrivals at the window's edges) / window length. At
-    concurrency 1 it equals the per-stream figure.
+    Decode tokens of all c streams (each stream's tokens after its first content chunk, as in the
+    per-stream figure) / the decode span of the cell, from the earliest first content chunk of any
+    stream to the latest last content chunk of any stream. Every stream's own span lies inside that
+    span, so the aggregate can never exceed the sum of the per-stream figures, i.e. concurrency x
+    the fastest stream. (A window of "all streams decoding" could: a stream that waits while a later
+    one prefills is slow over its own span but fast inside that window.) At concurrency 1 it equals
+    the per-stream figure.
 summary
     Every metric is reported as p50, p90, min and max over its samples (requests or repeats); the
     headline is the midpoint of the samples, i.e. the p50 (median).
@@ -26,24 +29,22 @@ cache hit
     A cell hit the prefix cache when any request reports more than ``CACHE_PREFIX_ALLOWANCE_TOKENS``
     cached prompt tokens, or the engine's prefix-cache hit counter grew by more than that per request.
 client-bound
-    A run is client-bound when the bench's own CPU time exceeds ``CLIENT_CPU_BOUND_FRACTION`` of
-    the wall time, or its p99 reading lag exceeds both ``LOOP_LAG_BOUND_MS`` and the median gap
-    between a stream's chunks (a shorter lag still reads every chunk apart, with its own timestamp),
-    or, for reads batched on a tick (plain HTTP, after a stream's first content chunk), their p99
-    lag behind their tick exceeds the tick interval (the reader no longer keeps its schedule):
-    then the client, not the server, limited the numbers, and they are flagged instead of trusted.
-    Reading lag is the time from the kernel's receive timestamp of a read (for a batched read, the
-    later of that and its tick) to the bench reading it (plain HTTP), or the event loop's wake-up
-    lateness (TLS streams: no kernel timestamp there).
+    A run is client-bound when the bench's own CPU time (every thread of the process) exceeds
+    ``CLIENT_CPU_BOUND_FRACTION`` of the wall time, or its p99 reading lag exceeds
+    ``LOOP_LAG_BOUND_MS``, or, for reads batched on a tick (plain HTTP, after a stream's first
+    content chunk), their p99 lag behind their tick exceeds the tick interval (the reader no longer
+    keeps its schedule): then the client, not the server, limited the numbers, and they are flagged
+    instead of trusted. Reading lag is the time from the kernel's receive timestamp of a read (for a
+    batched read, the later of that and its tick) to the bench reading it (plain HTTP), or the event
+    loop's wake-up lateness (TLS streams: no kernel timestamp there). Gaps between chunks say nothing
+    about the client (chunks read together share one arrival time) and are not used.
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Any
 
 __all__ = [
@@ -53,9 +54,9 @@ __all__ = [
     "RequestTiming",
     "Summary",
     "aggregate_decode_tok_s",
-    "chunk_gap_ms",
     "chunk_tokens",
-    "decode_window",
+    "decode_span",
+    "decode_tokens",
     "is_cache_hit",
     "is_client_bound",
     "per_stream_decode_tok_s",
@@ -132,9 +133,7 @@ def per_stream_decode_tok_s(r: RequestTiming) -> float | None:
     span = r.content_times[-1] - r.content_times[0]
     if span <= 0:
         return None
-    per_chunk = chunk_tokens(r)
-    total = r.completion_tokens if r.completion_tokens is not None else sum(per_chunk)
-    return (total - per_chunk[0]) / span
+    return decode_tokens(r) / span
 
 
 def prefill_tok_s(rs: Sequence[RequestTiming]) -> float | None:
@@ -146,45 +145,33 @@ def prefill_tok_s(rs: Sequence[RequestTiming]) -> float | None:
     return sum(r.prompt_tokens or 0 for r in done) / span if span > 0 else None
 
 
-def decode_window(rs: Sequence[RequestTiming]) -> tuple[float, float] | None:
-    """(latest first content chunk, earliest last content chunk): when every stream decodes."""
-    if not rs or any(len(r.content_times) < 2 for r in rs):
+def decode_span(rs: Sequence[RequestTiming]) -> tuple[float, float] | None:
+    """(earliest first content chunk, latest last content chunk) over streams with 2+ chunks."""
+    decoding = [r for r in rs if len(r.content_times) >= 2]
+    if not decoding:
         return None
-    start = max(r.content_times[0] for r in rs)
-    end = min(r.content_times[-1] for r in rs)
+    start = min(r.content_times[0] for r in decoding)
+    end = max(r.content_times[-1] for r in decoding)
     return (start, end) if end > start else None
 
 
-def _tokens_at(times: list[float], cum: list[float], t: float) -> float:
-    """Tokens a stream had delivered by time ``t``, linear between chunk arrivals (chunks that
-    arrived together, in one read, count at their common arrival time)."""
-    i = bisect_right(times, t)
-    if i == 0:
+def decode_tokens(r: RequestTiming) -> float:
+    """Tokens after the first content chunk (what the per-stream figure counts)."""
+    if len(r.content_times) < 2:
         return 0.0
-    if i == len(times):
-        return cum[-1]
-    t0, t1 = times[i - 1], times[i]
-    c1 = cum[bisect_right(times, t1, i) - 1]
-    return cum[i - 1] + (c1 - cum[i - 1]) * (t - t0) / (t1 - t0) if t1 > t0 else c1
+    per_chunk = chunk_tokens(r)
+    total = r.completion_tokens if r.completion_tokens is not None else sum(per_chunk)
+    return total - per_chunk[0]
 
 
 def aggregate_decode_tok_s(rs: Sequence[RequestTiming]) -> float | None:
-    """Tokens delivered inside the all-streams-decoding window / window length.
-
-    Each stream's delivered-token count is interpolated linearly between its chunk arrivals at the
-    window's edges, so the figure does not jump by a chunk when an edge falls between two chunks.
-    """
+    """Decode tokens of every stream / the cell's decode span (see the module docstring)."""
     if len(rs) == 1:
         return per_stream_decode_tok_s(rs[0])
-    window = decode_window(rs)
-    if window is None:
+    span = decode_span(rs)
+    if span is None:
         return None
-    start, end = window
-    tokens = 0.0
-    for r in rs:
-        cum = list(accumulate(chunk_tokens(r)))
-        tokens += _tokens_at(r.content_times, cum, end) - _tokens_at(r.content_times, cum, start)
-    return tokens / (end - start)
+    return sum(decode_tokens(r) for r in rs) / (span[1] - span[0])
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -225,26 +212,18 @@ def is_cache_hit(cached_tokens: Sequence[int | None], counter_hits: float) -> bo
     return over or counter_hits > CACHE_PREFIX_ALLOWANCE_TOKENS * max(1, len(cached_tokens))
 
 
-def chunk_gap_ms(rs: Sequence[RequestTiming]) -> float:
-    """Median time between consecutive content chunks of a stream, over all streams (ms)."""
-    gaps = [b - a for r in rs for a, b in zip(r.content_times, r.content_times[1:], strict=False)]
-    return percentile(gaps, 50) * 1000 if gaps else 0.0
-
-
 def is_client_bound(
     cpu_s: float,
     wall_s: float,
     loop_lag_p99_ms: float,
-    gap_ms: float = 0.0,
     batched_lag_p99_ms: float = 0.0,
     interval_ms: float = 0.0,
 ) -> bool:
     """True when the bench's own CPU use or reading lag says it limited the measurement.
 
-    A lag shorter than the median gap between chunks (``gap_ms``) still reads every chunk apart, so
-    the lag bound is the larger of ``LOOP_LAG_BOUND_MS`` and that gap. Reads batched on a tick of
-    ``interval_ms`` are late when their p99 lag behind the tick exceeds the interval.
+    Reads batched on a tick of ``interval_ms`` are late when their p99 lag behind the tick exceeds
+    the interval.
     """
     busy = wall_s > 0 and cpu_s / wall_s > CLIENT_CPU_BOUND_FRACTION
     behind = interval_ms > 0 and batched_lag_p99_ms > interval_ms
-    return busy or behind or loop_lag_p99_ms > max(LOOP_LAG_BOUND_MS, gap_ms)
+    return busy or behind or loop_lag_p99_ms > LOOP_LAG_BOUND_MS

@@ -24,6 +24,7 @@ has no hit counter: together with responses without ``cached_tokens`` the cold c
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "cell_engine_metrics",
     "metrics_table",
     "parse_prometheus",
+    "sample_delays",
     "scrape",
 ]
 
@@ -166,9 +168,22 @@ def cell_engine_metrics(
     return out
 
 
+FIRST_SAMPLE_S = 0.05
+"""When the first ``/metrics`` sample of a cell is taken; each later pause doubles, up to the
+watch's interval, so a cell of a tenth of a second gets samples while its requests run."""
+
+
+def sample_delays(interval_s: float) -> Iterator[float]:
+    """Pauses before each sample: 0.05, 0.1, 0.2 ... s, then ``interval_s`` on and on."""
+    delay = min(FIRST_SAMPLE_S, interval_s)
+    while True:
+        yield delay
+        delay = min(delay * 2, interval_s)
+
+
 @dataclass
 class MetricsWatch:
-    """Scrapes ``/metrics`` every ``interval_s`` while a cell runs."""
+    """Scrapes ``/metrics`` while a cell runs, often at first (:func:`sample_delays`)."""
 
     ep: Endpoint
     api_key: str | None
@@ -177,8 +192,8 @@ class MetricsWatch:
     _task: asyncio.Task[None] | None = None
 
     async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
+        for delay in sample_delays(self.interval_s):
+            await asyncio.sleep(delay)
             snap = await scrape(self.ep, self.api_key)
             if snap is not None:
                 self.samples.append(snap)

@@ -32,6 +32,12 @@ class BenchOptions:
     fresh_prompts: bool = True
     request_timeout_s: float = 900.0
     scrape_interval_s: float = 1.0
+    """Longest pause between ``/metrics`` samples during a cell (the first come after 50 ms, then
+    every doubling interval up to this one, so a short cell is sampled too)."""
+    keep_going: bool = False
+    """Run the remaining cells after a cell with failed requests (else the bench stops there)."""
+    max_context: int | None = None
+    """The recipe's context limit, used when the server does not say its own."""
     read_interval_ms: float = 20.0
     """Plain-HTTP streams: after its first content chunk, a stream is read once per this interval
     (chunks in between are stamped at most this late; TTFT and the last chunk keep their exact
@@ -65,6 +71,8 @@ class CellResult:
     client_bound: bool
     output_length_ok: bool
     errors: int
+    error_messages: list[dict[str, Any]] = field(default_factory=list)
+    """The distinct errors of the failed requests (``message``, ``count``), most frequent first."""
     flags: list[str] = field(default_factory=list)
     stats: dict[str, dict[str, float] | None] = field(default_factory=dict)
     client: dict[str, float] = field(default_factory=dict)
@@ -104,8 +112,15 @@ class BenchResult:
     needle: NeedleResult | None = None
     metrics_endpoint: bool = False
     server_version: str | None = None
+    server: dict[str, Any] = field(default_factory=dict)
+    complete: bool = True
+    """False when the bench stopped after a cell with failed requests."""
     prompt_sizing: dict[str, Any] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed_cells(self) -> list[CellResult]:
+        return [c for c in self.cells if c.errors]
 
     def as_dict(self, with_requests: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -117,6 +132,8 @@ class BenchResult:
             "options": self.options,
             "metrics_endpoint": self.metrics_endpoint,
             "server_version": self.server_version,
+            "server": self.server,
+            "complete": self.complete,
             "prompt_sizing": self.prompt_sizing,
             "cells": [c.as_dict() for c in self.cells],
             "needle": self.needle.as_dict() if self.needle else None,

@@ -22,11 +22,13 @@ from lair.bench.metrics import MetricsWatch, cell_engine_metrics, scrape
 from lair.bench.prompt import Counter, PromptSizer, needle_prompt
 from lair.bench.rawstream import RawStream, open_raw_stream, pump
 from lair.bench.results import BenchOptions, BenchResult, CellResult, NeedleResult
+from lair.bench.server import ServerInfo, context_refusal, server_info
 from lair.errors import BenchError
 
 __all__ = ["run_bench", "run_bench_async"]
 
 _EXTRAS = ("ignore_eos", "min_tokens")
+_NEEDLE_TOKENS = 64
 _LAG_INTERVAL_S = 0.02
 _SETTLE_S, _SETTLE_PER_CONN_S = 0.05, 0.0005
 """Pause after connecting, before the timed sends, so the server has accepted every connection."""
@@ -40,6 +42,7 @@ class _Session:
     sizer: PromptSizer
     extras: bool = True
     metrics: bool = False
+    info: ServerInfo = field(default_factory=ServerInfo)
 
 
 @dataclass
@@ -49,13 +52,12 @@ class _Client:
     cpu_s: float
     wall_s: float
     loop_lag_p99_ms: float
-    chunk_gap_ms: float = 0.0
     batched_lag_p99_ms: float = 0.0
     interval_ms: float = 0.0
 
     @property
     def bound(self) -> bool:
-        lags = (self.loop_lag_p99_ms, self.chunk_gap_ms, self.batched_lag_p99_ms, self.interval_ms)
+        lags = (self.loop_lag_p99_ms, self.batched_lag_p99_ms, self.interval_ms)
         return d.is_client_bound(self.cpu_s, self.wall_s, *lags)
 
 
@@ -135,7 +137,7 @@ async def _stream_all(
         timings.append(parse_stream(st.send_t, times, st.reads))
         if st in late:
             timings[-1].error = timings[-1].error or f"timed out after {s.opts.request_timeout_s:.0f} s"
-    client = _Client(cpu, wall, lag_ms, d.chunk_gap_ms(timings))
+    client = _Client(cpu, wall, lag_ms)
     if plain:
         client.batched_lag_p99_ms = _read_lag_p99_ms(streams, batched=True)
         client.interval_ms = s.opts.read_interval_ms
@@ -177,26 +179,6 @@ async def _probe(s: _Session, content: str) -> int | None:
     if r.status != 200:
         raise BenchError(f"the server answered a probe request with: {r.error}")
     return r.prompt_tokens
-
-
-async def _discover_model(ep: Endpoint, api_key: str | None) -> str:
-    status, body = await http_request(ep, "GET", "/v1/models", api_key=api_key)
-    try:
-        return str(json.loads(body)["data"][0]["id"]) if status == 200 else ""
-    except (ValueError, KeyError, IndexError, TypeError):
-        return ""
-
-
-async def _server_version(ep: Endpoint, api_key: str | None) -> str | None:
-    """vLLM/SGLang ``/version`` or llama.cpp ``/props`` build info, when the server has them."""
-    for path, key in (("/version", "version"), ("/props", "build_info")):
-        try:
-            status, body = await http_request(ep, "GET", path, api_key=api_key, timeout_s=5)
-            if status == 200 and isinstance(value := json.loads(body).get(key), str):
-                return value
-        except (BenchError, ValueError, AttributeError):
-            continue
-    return None
 
 
 async def _repeat(s: _Session, contents: list[str]) -> _Repeat:
@@ -287,6 +269,7 @@ def _cell(s: _Session, ctx: int, c: int, reps: list[_Repeat]) -> CellResult:
     cached = sum(reported) if reported else None  # None: no response said (not "0 cached")
     want = s.opts.decode_tokens
     cell = CellResult(
+        error_messages=_error_messages(rs),
         context=ctx,
         concurrency=c,
         repeats=len(reps),
@@ -310,6 +293,16 @@ def _cell(s: _Session, ctx: int, c: int, reps: list[_Repeat]) -> CellResult:
     return cell
 
 
+def _error_messages(rs: list[d.RequestTiming]) -> list[dict[str, Any]]:
+    """The distinct errors of a cell's requests, most frequent first, with their counts."""
+    counts: dict[str, int] = {}
+    for r in rs:
+        if not r.ok:
+            msg = r.error or "no content in the response"
+            counts[msg] = counts.get(msg, 0) + 1
+    return [{"message": m, "count": n} for m, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+
+
 def _p(sm: dict[str, float] | None, key: str) -> float | None:
     return sm[key] if sm else None
 
@@ -321,7 +314,6 @@ def _client_summary(reps: list[_Repeat]) -> dict[str, float]:
         "cpu_fraction_max": max(r.client.cpu_s / r.client.wall_s if r.client.wall_s else 0.0 for r in reps),
         "loop_lag_p99_ms_max": max(r.client.loop_lag_p99_ms for r in reps),
         "batched_lag_p99_ms_max": max(r.client.batched_lag_p99_ms for r in reps),
-        "chunk_gap_ms_p50": d.percentile([r.client.chunk_gap_ms for r in reps], 50),
     }
 
 
@@ -377,11 +369,17 @@ async def _run_cell(s: _Session, ctx: int, c: int, rows: list[dict[str, Any]]) -
         rep = await _repeat(s, await _contents(s, ctx, c))
         rows.extend(request_rows(ctx, c, i, rep))
         reps.append(rep)
-        ttft = d.ttft_s(rep.timings[0])
-        _say(s, f"  ctx {ctx} x{c} repeat {i + 1}/{s.opts.repeat}: ttft {1000 * (ttft or 0):.1f} ms")
+        _say(s, f"  ctx {ctx} x{c} repeat {i + 1}/{s.opts.repeat}: {_repeat_line(rep)}")
     cell = _cell(s, ctx, c, reps)
     _say(s, _cell_line(cell))
     return cell
+
+
+def _repeat_line(rep: _Repeat) -> str:
+    failed = [r for r in rep.timings if not r.ok]
+    if failed:
+        return f"{len(failed)} of {len(rep.timings)} requests failed: {failed[0].error or 'no content'}"
+    return f"ttft {1000 * (d.ttft_s(rep.timings[0]) or 0.0):.1f} ms"
 
 
 def _cell_line(c: CellResult) -> str:
@@ -389,6 +387,8 @@ def _cell_line(c: CellResult) -> str:
         return "-" if x is None else f"{x:,.1f}"
 
     flags = f"  [{', '.join(c.flags)}]" if c.flags else ""
+    if c.errors and c.ttft_ms_p50 is None:
+        return f"ctx {c.context} x{c.concurrency}: every request failed: {c.error_messages[0]['message']}"
     return (
         f"ctx {c.context} x{c.concurrency}: prompt {c.prompt_tokens} tok, ttft p50 {f(c.ttft_ms_p50)} ms, "
         f"prefill {f(c.prefill_tok_s)} tok/s, decode {f(c.decode_tok_s_per_stream)} tok/s/stream, "
@@ -405,7 +405,7 @@ async def _run_needle(s: _Session) -> NeedleResult:
         or f"{secrets.choice(['amber', 'cobalt', 'violet'])}-{secrets.randbelow(9000) + 1000}"
     )
     content = needle_prompt(s.sizer.words_for(ctx), s.opts.needle_depth, secret)
-    timings, _ = await _stream_all(s, [content], 64, force=False)
+    timings, _ = await _stream_all(s, [content], _NEEDLE_TOKENS, force=False)
     r = timings[0]
     ttft = d.ttft_s(r)
     found = secret.lower() in r.text.lower()
@@ -428,15 +428,38 @@ def _now() -> str:
 
 async def _session(url: str, opts: BenchOptions) -> _Session:
     ep = Endpoint.parse(url)
-    model = opts.model or await _discover_model(ep, opts.api_key)
+    info = await server_info(ep, opts.api_key)
+    model = opts.model or info.model
     if not model:
         raise BenchError(f"{url} lists no model", hint="give the served model name with --model")
-    s = _Session(ep, model, opts, PromptSizer(tokenizer_path=opts.tokenizer))
+    _refuse_long_contexts(info, opts)
+    s = _Session(ep, model, opts, PromptSizer(tokenizer_path=opts.tokenizer), info=info)
     s.metrics = await scrape(ep, opts.api_key) is not None
     if not opts.tokenizer:
         s.sizer.counter = await _server_counter(s)
     await s.sizer.calibrate(lambda text: _probe(s, text))
     return s
+
+
+def _refuse_long_contexts(info: ServerInfo, opts: BenchOptions) -> None:
+    """Prompt sizes above the server's context are refused before anything is sent."""
+    needle = [opts.needle_context or max(opts.contexts)] if opts.needle else []
+    for sizes, out in ((opts.contexts, opts.decode_tokens), (needle, _NEEDLE_TOKENS)):
+        refusal = context_refusal(info, sizes, out, opts.max_context)
+        if refusal is not None:
+            raise refusal
+
+
+async def _run_cells(s: _Session, rows: list[dict[str, Any]]) -> list[CellResult]:
+    """Every cell in order; after a cell with failed requests, only with ``keep_going``."""
+    cells: list[CellResult] = []
+    for ctx in s.opts.contexts:
+        for c in s.opts.concurrency:
+            cells.append(await _run_cell(s, ctx, c, rows))
+            if cells[-1].errors and not s.opts.keep_going:
+                _say(s, "stopping after a cell with failed requests (--keep-going runs the rest)")
+                return cells
+    return cells
 
 
 async def run_bench_async(url: str, options: BenchOptions | None = None) -> BenchResult:
@@ -446,8 +469,9 @@ async def run_bench_async(url: str, options: BenchOptions | None = None) -> Benc
     s = await _session(url, opts)
     _say(s, f"model {s.model}; /metrics {'found' if s.metrics else 'absent'}; lair extras {s.extras}")
     rows: list[dict[str, Any]] = []
-    cells = [await _run_cell(s, ctx, c, rows) for ctx in opts.contexts for c in opts.concurrency]
-    needle = await _run_needle(s) if opts.needle else None
+    cells = await _run_cells(s, rows)
+    complete = len(cells) == len(opts.contexts) * len(opts.concurrency)
+    needle = await _run_needle(s) if opts.needle and complete else None
     return BenchResult(
         url=f"{s.ep.scheme}://{s.ep.netloc}{s.ep.prefix}",
         model=s.model,
@@ -457,7 +481,9 @@ async def run_bench_async(url: str, options: BenchOptions | None = None) -> Benc
         cells=cells,
         needle=needle,
         metrics_endpoint=s.metrics,
-        server_version=await _server_version(s.ep, opts.api_key),
+        server_version=s.info.label,
+        server={"engine": s.info.engine, "version": s.info.version, "max_context": s.info.max_context},
+        complete=complete,
         prompt_sizing={
             "tokens_per_word": s.sizer.tokens_per_word,
             "overhead_tokens": s.sizer.overhead,

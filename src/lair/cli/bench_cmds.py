@@ -48,7 +48,19 @@ def register(sub: Any) -> None:
         help="after a stream's first token, read it every N ms (0: every chunk, about 2x client CPU)",
     )
     p.add_argument(
-        "--api-key", help="bearer token (default: $LAIR_API_KEY or $OPENAI_API_KEY); never printed or saved"
+        "--api-key-env",
+        metavar="NAME",
+        help="read the bearer token from this environment variable (default: $LAIR_API_KEY, then "
+        "$OPENAI_API_KEY); never printed or saved",
+    )
+    p.add_argument(
+        "--api-key-file", type=Path, metavar="PATH", help="read the bearer token from this file (first line)"
+    )
+    p.add_argument("--api-key", help=argparse.SUPPRESS)  # refused: a key in argv is visible in `ps`
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="after a cell with failed requests, run the remaining cells (the exit code is still 1)",
     )
     p.add_argument("--out", type=Path, metavar="DIR", help="write a run report folder here")
     p.add_argument("--recipe", type=Path, help="the recipe being benchmarked (its report folder, by default)")
@@ -81,8 +93,30 @@ def register(sub: Any) -> None:
 
 
 def _api_key(args: argparse.Namespace) -> str | None:
-    key: str | None = args.api_key
-    return key or next((os.environ[e] for e in _KEY_ENVS if os.environ.get(e)), None)
+    """The bearer token from a file or an environment variable: never from argv, where every user of
+    the machine can read it (``ps``)."""
+    from lair.errors import BenchError
+
+    if args.api_key is not None:
+        raise BenchError(
+            "--api-key takes the key on the command line, where any process can read it; it is no "
+            "longer accepted",
+            hint="export the key and pass --api-key-env NAME (default LAIR_API_KEY), or --api-key-file PATH",
+        )
+    if args.api_key_file:
+        try:
+            lines = args.api_key_file.read_text().splitlines()
+        except OSError as exc:
+            raise BenchError(f"cannot read --api-key-file {args.api_key_file}: {exc.strerror}") from exc
+        key = lines[0].strip() if lines else ""
+        if not key:
+            raise BenchError(f"--api-key-file {args.api_key_file} is empty")
+        return key
+    if args.api_key_env:
+        if not os.environ.get(args.api_key_env):
+            raise BenchError(f"--api-key-env: ${args.api_key_env} is not set or empty")
+        return os.environ[args.api_key_env]
+    return next((os.environ[e] for e in _KEY_ENVS if os.environ.get(e)), None)
 
 
 def _values(pairs: list[str]) -> dict[str, str]:
@@ -115,23 +149,59 @@ def cmd_bench(args: argparse.Namespace) -> int:
         force_output=not args.no_force_output,
         request_timeout_s=args.timeout,
         read_interval_ms=args.read_interval_ms,
+        keep_going=args.keep_going,
+        max_context=_recipe_max_context(args.recipe) if args.recipe else None,
         progress=err,
     )
     result = run_bench(args.url, opts)
     report = _write_report(args, result, key) if args.out or args.recipe else None
+    failure = _failure(result)
     if args.json:
         doc = result.as_dict()
-        dump_json({"cells": doc["cells"], "needle": doc["needle"], "report": str(report) if report else None})
-        return 0
+        out = {"ok": failure is None, "cells": doc["cells"], "needle": doc["needle"]}
+        out.update(complete=result.complete, server=doc["server"], report=str(report) if report else None)
+        if failure is not None:
+            out["error"] = failure.as_dict()
+        dump_json(out)
+    else:
+        _print_table(result)
+    if report:
+        err(f"report: {report}")
+    if failure is not None:
+        err(f"error: {failure.render()}")
+        return int(failure.exit_code)
+    return 0
+
+
+def _print_table(result: Any) -> None:
     from lair.report.render import COLUMNS
 
     print(" | ".join(t for _, t in COLUMNS))
     for cell in result.cells:
         d = cell.as_dict()
         print(" | ".join(_text(d.get(k)) for k, _ in COLUMNS))
-    if report:
-        err(f"report: {report}")
-    return 0
+
+
+def _failure(result: Any) -> Any:
+    """The BenchError for cells with failed requests (each with its distinct server messages)."""
+    from lair.errors import BenchError
+
+    failed = result.failed_cells
+    if not failed:
+        return None
+    lines = []
+    for c in failed:
+        msgs = "; ".join(f"{m['message']} (x{m['count']})" for m in c.error_messages)
+        lines.append(f"ctx {c.context} x{c.concurrency}: {c.errors} failed: {msgs}")
+    hint = "" if result.complete else "the bench stopped at the first failed cell; --keep-going runs the rest"
+    return BenchError("requests failed\n  " + "\n  ".join(lines), hint=hint)
+
+
+def _recipe_max_context(path: Path) -> int | None:
+    from lair.recipe import load_recipe
+
+    value = load_recipe(path).max_model_len
+    return value if isinstance(value, int) else None
 
 
 def _text(v: Any) -> str:

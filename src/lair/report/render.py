@@ -87,7 +87,8 @@ def markdown(doc: dict[str, Any]) -> str:
         "",
         _needle_line(doc),
         "Definitions: TTFT to the first content token; decode per stream excludes the first chunk; "
-        "total decode counts only while every stream decodes; headline = p50 over repeats.",
+        "total decode = all streams' decode tokens over first to last content chunk; "
+        "headline = p50 over repeats.",
         "",
         "## Machine",
         *_fingerprint_lines(doc.get("fingerprint") or {}),

@@ -2,7 +2,7 @@
 
     python -m lair.testing.calibrated_server [--port 0] [--ttft-ms 200] [--token-ms 10]
         [--tokens-per-chunk 1] [--first-chunk-tokens 1] [--role-first] [--no-usage]
-        [--continuous-usage] [--prefix-cache] [--reply WORDS]
+        [--continuous-usage] [--prefix-cache] [--reply WORDS] [--reject-above N] [--max-model-len N]
 
 It prints ``listening HOST:PORT`` on stdout once it accepts connections, and serves until SIGTERM.
 
@@ -17,11 +17,15 @@ chunk). So the true per-stream decode rate is exactly ``1 / token_delay`` and th
 read and no write. ``t0`` is the kernel's receive timestamp (``SO_TIMESTAMPNS``), so a busy loop or
 an idle virtual CPU does not shift it. Prompt tokens are the whitespace-separated words of all
 message contents plus one per message. With ``prefix_cache`` a prompt whose first 256
-characters were seen before reports ``cached_tokens = prompt_tokens - 1`` and counts a hit.
+characters were seen before reports ``cached_tokens = prompt_tokens - 1`` and counts a hit. With
+``reject_above`` a prompt above that many tokens gets llama.cpp's 400 answer ("request (N tokens)
+exceeds the available context size ..."), a limit the server does not list; ``max_model_len`` is
+listed in ``/v1/models`` as vLLM does.
 
 Endpoints: ``POST /v1/chat/completions`` (streaming only), ``GET /v1/models``, ``GET /health``,
 ``GET /metrics`` (Prometheus text: requests, tokens, prefix-cache hits/queries, KV use) and
-``GET /stats`` (JSON: per request ``recv_t`` and ``first_write_t``, the server's own truth).
+``GET /stats`` (JSON: per request ``recv_t``, ``first_write_t`` and ``last_write_t``, the server's
+own truth).
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ class ServerConfig:
     prefix_cache: bool = False
     reply: list[str] = field(default_factory=lambda: ["tok"])
     model: str = "calibrated"
+    reject_above: int | None = None
+    max_model_len: int | None = None
 
 
 @dataclass
@@ -148,8 +154,10 @@ class _Stream:
         self._write(
             b'{"index":0,"delta":{"content":"%s"},"finish_reason":%s}' % (text.encode(), fin), self.sent
         )
+        now = time.monotonic()
         if self.stat["first_write_t"] == 0.0:
-            self.stat["first_write_t"] = time.monotonic()
+            self.stat["first_write_t"] = now
+        self.stat["last_write_t"] = now
         self.stat["tokens"] = self.sent
         self.srv.counters.tokens += k
         if last:
@@ -275,10 +283,15 @@ class CalibratedServer:
         self.cfg = cfg
         self.counters = _Counters()
 
+    @staticmethod
+    def prompt_tokens(messages: list[dict[str, Any]]) -> int:
+        """A word is a token, plus one per message."""
+        return sum(len(str(m.get("content") or "").split()) for m in messages) + len(messages)
+
     def account_prompt(self, messages: list[dict[str, Any]]) -> tuple[int, int]:
         """(prompt tokens, cached tokens) for one request, counting cache queries and hits."""
         texts = [str(m.get("content") or "") for m in messages]
-        tokens = sum(len(t.split()) for t in texts) + len(messages)  # a word is a token
+        tokens = self.prompt_tokens(messages)
         c = self.counters
         c.requests += 1
         c.running += 1
@@ -299,18 +312,33 @@ class CalibratedServer:
             if not req.get("stream"):
                 self._reply(tr, 400, b'{"error":"only stream=true is served"}', "application/json")
                 return
+            if refusal := self._too_long(req):
+                self._reply(tr, 400, refusal, "application/json")
+                return
             _Stream(self, tr, req, t0).start(asyncio.get_running_loop())
         elif path == "/metrics":
             self._reply(tr, 200, self.metrics_text().encode(), "text/plain; version=0.0.4")
         elif path == "/stats":
             self._reply(tr, 200, json.dumps(self.counters.stats).encode(), "application/json")
         elif path.endswith("/models"):
-            models = {"object": "list", "data": [{"id": self.cfg.model, "object": "model"}]}
+            model: dict[str, Any] = {"id": self.cfg.model, "object": "model"}
+            if self.cfg.max_model_len:
+                model["max_model_len"] = self.cfg.max_model_len
+            models = {"object": "list", "data": [model]}
             self._reply(tr, 200, json.dumps(models).encode(), "application/json")
         elif path == "/health":
             self._reply(tr, 200, b"{}", "application/json")
         else:
             self._reply(tr, 404, b'{"error":"not found"}', "application/json")
+
+    def _too_long(self, req: dict[str, Any]) -> bytes | None:
+        """llama.cpp's answer to a prompt above ``reject_above`` tokens (a limit it does not list)."""
+        n, limit = self.prompt_tokens(req.get("messages") or []), self.cfg.reject_above
+        if limit is None or n <= limit:
+            return None
+        msg = f"request ({n} tokens) exceeds the available context size ({limit} tokens), try increasing it"
+        err = {"code": 400, "message": msg, "type": "exceed_context_size_error", "n_ctx": limit}
+        return json.dumps({"error": err}).encode()
 
     @staticmethod
     def _reply(tr: _Conn, status: int, body: bytes, ctype: str) -> None:
@@ -374,6 +402,8 @@ def _config(a: argparse.Namespace) -> ServerConfig:
         prefix_cache=a.prefix_cache,
         reply=a.reply.split(),
         model=a.model,
+        reject_above=a.reject_above,
+        max_model_len=a.max_model_len,
     )
 
 
@@ -416,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix-cache", action="store_true")
     ap.add_argument("--reply", default="tok")
     ap.add_argument("--model", default="calibrated")
+    ap.add_argument("--reject-above", type=int, help="answer 400 to prompts above N tokens (unlisted)")
+    ap.add_argument("--max-model-len", type=int, help="list max_model_len N in /v1/models")
     a = ap.parse_args(argv)
     asyncio.run(CalibratedServer(_config(a)).serve(a.host, a.port))
     return 0

@@ -11,6 +11,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,6 +99,28 @@ def _lair(*args: str, env_key: str | None = None) -> subprocess.CompletedProcess
     )
 
 
+def _check_aggregate_per_repeat(rows: list[dict[str, Any]], cells: list[dict[str, Any]]) -> None:
+    """Each repeat's aggregate, recomputed by hand from the per-request rows: decode tokens of every
+    stream over first-to-last content chunk, never above the sum of that repeat's per-stream rates."""
+    for cell in cells:
+        reps: dict[int, list[dict[str, Any]]] = {}
+        for r in rows:
+            if (r["context"], r["concurrency"]) == (cell["context"], cell["concurrency"]):
+                reps.setdefault(r["repeat"], []).append(r)
+        aggs = []
+        for rep in reps.values():
+            tokens = sum(r["completion_tokens"] - r["chunk_tokens"][0] for r in rep)
+            span = (
+                max(r["chunk_ms"][-1] + r["send_ms"] for r in rep)
+                - min(r["chunk_ms"][0] + r["send_ms"] for r in rep)
+            ) / 1000
+            aggs.append(tokens / span)
+            assert aggs[-1] <= sum(r["decode_tok_s"] for r in rep) * (1 + 1e-3)
+        if cell["concurrency"] > 1:
+            assert cell["stats"]["decode_tok_s_aggregate"]["min"] == pytest.approx(min(aggs), rel=1e-3)
+            assert cell["stats"]["decode_tok_s_aggregate"]["max"] == pytest.approx(max(aggs), rel=1e-3)
+
+
 def test_bench_writes_a_complete_report_that_show_renders(
     engine: tuple[str, Path, Path], tmp_path: Path
 ) -> None:
@@ -115,6 +138,10 @@ def test_bench_writes_a_complete_report_that_show_renders(
     assert [(c["context"], c["concurrency"]) for c in cells] == [(64, 1), (64, 2), (256, 1), (256, 2)]
     for c in cells:
         assert c["errors"] == 0 and c["completion_tokens"] == 16 and c["output_length_ok"]
+        # the aggregate can never exceed concurrency x the fastest stream of the cell
+        fastest = c["stats"]["decode_tok_s_per_stream"]["max"]
+        assert c["decode_tok_s_aggregate"] <= c["concurrency"] * fastest * (1 + 1e-9), c
+        assert c["decode_tok_s_aggregate"] <= c["stats"]["decode_tok_s_aggregate"]["max"]
         # sized exactly through the server's /tokenize: within 1% (at least 1 token), plus the nonce's jitter
         assert c["prompt_tokens"] and abs(c["prompt_tokens"] - c["context"]) <= max(2, 0.02 * c["context"])
         assert c["ttft_ms_p50"] > 0 and c["prefill_tok_s"] > 0 and c["decode_tok_s_per_stream"] > 0
@@ -134,6 +161,9 @@ def test_bench_writes_a_complete_report_that_show_renders(
     assert results["bench"]["options"]["read_interval_ms"] == 5.0
     rows = [json.loads(line) for line in (folder / "requests.jsonl").read_text().splitlines()]
     assert len(rows) == 2 * (1 + 2 + 1 + 2) and all(len(r["chunk_ms"]) >= 1 for r in rows)
+    _check_aggregate_per_repeat(rows, results["bench"]["cells"])
+    assert results["bench"]["server"]["engine"] == "llama.cpp"
+    assert results["bench"]["server"]["max_context"] == 1024  # --ctx 2048 over 2 slots, from /props
     assert "<svg" in (folder / "report.html").read_text()
 
     show = _lair("report", "show", str(folder))
@@ -143,3 +173,28 @@ def test_bench_writes_a_complete_report_that_show_renders(
     assert shown["bench"]["cells"] == results["bench"]["cells"]
     compared = json.loads(_lair("report", "compare", str(folder), str(folder), "--json").stdout)
     assert all(r["ttft_ms_p50"]["delta_pct"] == 0.0 for r in compared["rows"])
+
+
+def test_a_context_above_the_slot_context_is_refused_with_the_engine_limit(
+    engine: tuple[str, Path, Path],
+) -> None:
+    url, _, _ = engine
+    bench = _lair("bench", url, "--contexts", "64,2000", "--decode-tokens", "16", "--repeat", "1")
+    assert bench.returncode == 1
+    assert "context 2,000 + 16 output tokens exceeds the server's maximum of 1,024 tokens" in bench.stderr
+    assert "/props n_ctx (per slot)" in bench.stderr
+
+
+def test_the_key_comes_from_a_file_or_a_named_variable(
+    engine: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    url, _, tokenizer = engine
+    key = tmp_path / "key"
+    key.write_text(SECRET + "\n")
+    key.chmod(0o600)
+    common = ["bench", url, "--contexts", "64", "--decode-tokens", "4", "--repeat", "1", "--json"]
+    by_file = _lair(*common, "--api-key-file", str(key), "--tokenizer", str(tokenizer))
+    assert by_file.returncode == 0, by_file.stderr
+    assert json.loads(by_file.stdout)["ok"] is True
+    unset = _lair(*common, "--api-key-env", "LAIR_TEST_UNSET_KEY_VARIABLE")
+    assert unset.returncode == 1 and "$LAIR_TEST_UNSET_KEY_VARIABLE is not set" in unset.stderr
