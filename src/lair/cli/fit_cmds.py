@@ -38,7 +38,22 @@ def register(sub: Any) -> None:
     p.add_argument("--sliding-kv-dtype", metavar="D", help="KV dtype of sliding-window layers")
     p.add_argument("--max-model-len", type=int, metavar="N")
     p.add_argument("--spec-tokens", type=int, metavar="K", help="speculative tokens per step")
-    p.add_argument("--cpu-offload-gb", type=float, metavar="GB", help="weights kept in host RAM on purpose")
+    p.add_argument(
+        "--cpu-offload-gb", type=float, metavar="GB", help="weights kept in host RAM on purpose (GiB per GPU)"
+    )
+    p.add_argument(
+        "--expert-offload",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="routed experts may live in host RAM (only experts leave the GPUs)",
+    )
+    p.add_argument("--expert-cache-slots", type=int, metavar="N", help="GPU slots caching offloaded experts")
+    p.add_argument(
+        "--ssd-offload",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="experts beyond host RAM are read from SSD",
+    )
     p.add_argument("--list-gpus", action="store_true", help="list the hardware catalog and exit")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=cmd_fit)
@@ -51,7 +66,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from lair.fit.summary import fit_summary
 
     recipe, facts = _recipe_and_facts(args)
-    layout = _layout(args, recipe)
+    layout = _layout(args, recipe, _recipe_dir(args, recipe))
     hw = _hardware(args, recipe, layout.gpus * layout.dp)
     rows = [_measured(r) for r in (recipe.meta.performance if recipe is not None else [])]
     out = fit_summary(
@@ -82,6 +97,10 @@ def _is_model_path(path: Path) -> bool:
     return path.is_dir() or path.suffix == ".gguf"
 
 
+def _recipe_dir(args: argparse.Namespace, recipe: Any) -> Path | None:
+    return Path(args.file).resolve().parent if recipe is not None else None
+
+
 def _recipe_and_facts(args: argparse.Namespace) -> tuple[Any, Any]:
     from lair.errors import FitError
     from lair.fit import read_model_facts
@@ -95,22 +114,50 @@ def _recipe_and_facts(args: argparse.Namespace) -> tuple[Any, Any]:
     if model is None and recipe is not None:
         from lair.fit.recipe_layout import recipe_model_path
 
-        model = recipe_model_path(recipe)
+        model = recipe_model_path(recipe, _recipe_dir(args, recipe))
     if model is None:
-        raise FitError(
-            "no model facts: the recipe's model is not a local folder" if recipe else "nothing to fit",
-            hint="pass --model DIR (a model folder, GGUF file or Hugging Face cache entry)",
-        )
-    return recipe, read_model_facts(model)
+        raise FitError(_no_facts(recipe), hint=_no_facts_hint(args, recipe))
+    facts = read_model_facts(model)
+    from lair.fit.recipe_layout import BUNDLED_FIT_DIR, recipe_repo_ids
+
+    if recipe is not None and not args.model and Path(model).name == BUNDLED_FIT_DIR:
+        from dataclasses import replace
+
+        label = next(iter(recipe_repo_ids(recipe)), recipe.name or "model")
+        facts = replace(facts, name=f"{label} (bundled config)")
+    return recipe, facts
 
 
-def _layout(args: argparse.Namespace, recipe: Any) -> Any:
+def _no_facts(recipe: Any) -> str:
+    if recipe is None:
+        return "nothing to fit"
+    from lair.fit.recipe_layout import recipe_repo_ids
+
+    repos = recipe_repo_ids(recipe)
+    where = f"nor {' / '.join(repos)} in the local Hugging Face cache" if repos else "and it names no repo id"
+    return f"no model facts: the recipe's model {recipe.model!r} is not a local path, {where}"
+
+
+def _no_facts_hint(args: argparse.Namespace, recipe: Any) -> str:
+    import shlex
+
+    from lair.fit.recipe_layout import recipe_repo_ids
+
+    repos = recipe_repo_ids(recipe) if recipe is not None else []
+    cmd = f"lair fit {shlex.quote(str(args.file))} --model DIR" if args.file else "lair fit --model DIR"
+    fetch = f"hf download {repos[0]} --include config.json '*.safetensors.index.json'; " if repos else ""
+    return f"{fetch}{cmd}  (a model folder with config.json, a GGUF file or a Hugging Face cache entry)"
+
+
+def _layout(args: argparse.Namespace, recipe: Any, recipe_dir: Path | None) -> Any:
     from dataclasses import replace
 
     from lair.fit import Layout, layout_from_recipe
     from lair.fit.catalog import GIB
+    from lair.fit.recipe_layout import bundled_layout
 
     layout = layout_from_recipe(recipe) if recipe is not None else Layout()
+    layout = replace(layout, **bundled_layout(recipe_dir))
     given = {
         "tp": args.tp,
         "pp": args.pp,
@@ -122,6 +169,9 @@ def _layout(args: argparse.Namespace, recipe: Any) -> Any:
         "max_model_len": args.max_model_len,
         "spec_tokens": args.spec_tokens,
         "cpu_offload_bytes": int(args.cpu_offload_gb * GIB) if args.cpu_offload_gb is not None else None,
+        "expert_offload": args.expert_offload,
+        "expert_cache_slots": args.expert_cache_slots,
+        "ssd_offload": args.ssd_offload,
     }
     return replace(layout, **{k: v for k, v in given.items() if v is not None})
 
@@ -160,34 +210,53 @@ def _gib(n: float) -> str:
     return f"{n / (1 << 30):,.1f} GiB"
 
 
+def _count(n: float) -> str:
+    return f"{n / 1e9:,.1f}B" if n >= 1e8 else f"{n / 1e6:,.2f}M"
+
+
 def _render(o: dict[str, Any]) -> str:
     f, hw = o["model_facts"], o["hardware"]
     lines = [
         f"{f['name']} on {hw['gpus']} x {hw['name']}: {o['verdict'].upper()}",
-        f"  model: {f['total_params'] / 1e9:,.1f}B params ({f['active_params'] / 1e9:,.1f}B active), "
-        f"{f['weight_format']}, {f['bits_per_weight']:.2f} bits/weight, {f['attention']}",
-        _render_memory(o),
+        f"  model: {_count(f['total_params'])} params ({_count(f['active_params'])} active), "
+        f"{f['weight_format']}, {f['bits_per_weight']:.2f} bits/weight, {f['attention']}; "
+        f"weights {_gib(f['weight_bytes'])} total",
+        *_render_memory(o),
         _render_kv(o),
         _render_ceilings(o),
     ]
-    if o["offload_bytes"]:
-        lines.append(f"  offload: {_gib(o['offload_bytes'])} of weights in host RAM")
     lines += [f"  - {r}" for r in o["reasons"]]
     lines += [_render_row(r) for r in o["measured"]]
     return "\n".join(lines)
 
 
-def _render_memory(o: dict[str, Any]) -> str:
+def _render_memory(o: dict[str, Any]) -> list[str]:
+    """Per-GPU figures as run (after any offload), then what left the GPUs, in total."""
+    moved = o["offload_bytes"] + o["ssd_offload_bytes"]
+    state = " (after offload)" if moved else ""
     weights, overhead = _gib(o["weights_bytes_per_gpu"]), _gib(o["overhead_bytes_per_gpu"])
     kv, budget = _gib(o["kv_budget_bytes_per_gpu"]), _gib(o["budget_bytes_per_gpu"])
-    return f"  per GPU: weights {weights}, overhead {overhead}, KV budget {kv} of {budget}"
+    cache = (
+        f" incl. expert cache {_gib(o['expert_cache_bytes_per_gpu'])}"
+        if o["expert_cache_bytes_per_gpu"]
+        else ""
+    )
+    lines = [f"  per GPU{state}: weights {weights}{cache}, overhead {overhead}, KV budget {kv} of {budget}"]
+    if moved:
+        ssd = f", {_gib(o['ssd_offload_bytes'])} read from SSD" if o["ssd_offload_bytes"] else ""
+        lines.append(f"  offload (total, all GPUs): {_gib(o['offload_bytes'])} of weights in host RAM{ssd}")
+    lines.append(
+        f"  total: disk {_gib(o['disk_needed_bytes'])}, "
+        f"host RAM for weights {_gib(o['host_ram_needed_bytes'])}"
+    )
+    return lines
 
 
 def _render_kv(o: dict[str, Any]) -> str:
     ctx = "no limit" if o["max_context"] < 0 else f"{o['max_context']:,}"
     return (
-        f"  KV: {o['kv_bytes_per_token']:,.0f} B/token ({o['kv_dtype']}), "
-        f"{o['kv_bytes_per_token_per_gpu']:,.0f} per GPU; pool {o['kv_pool_tokens']:,} tokens; "
+        f"  KV: {o['kv_bytes_per_token']:,.0f} B/token whole model ({o['kv_dtype']}), "
+        f"{o['kv_bytes_per_token_per_gpu']:,.0f} B/token per GPU; pool {o['kv_pool_tokens']:,} tokens; "
         f"max context {ctx}; {o['max_concurrency_at_context']} x {o['context']:,} at once"
     )
 

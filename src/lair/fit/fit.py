@@ -62,6 +62,10 @@ class Layout:
         0  # weights the recipe itself keeps in host RAM, per GPU (vLLM's --cpu-offload-gb)
     )
     spec_tokens: int = 0  # speculative tokens per step (a step can emit up to spec_tokens + 1)
+    expert_offload: bool = False  # routed experts may live in host RAM (and past that, on SSD)
+    expert_cache_slots: int = 0  # per GPU: GPU slots caching offloaded experts (one routed expert each)
+    ssd_offload: bool = False  # experts that host RAM cannot hold are read from SSD on demand
+    ssd_tables_bytes: int = 0  # tables read from SSD on demand, never in GPU memory (e.g. Engram n-grams)
 
     @property
     def gpus(self) -> int:
@@ -125,6 +129,10 @@ class FitResult:
     host_ram_needed_bytes: int
     disk_needed_bytes: int
     verdict: str
+    ssd_offload_bytes: int = 0  # weights read from SSD on demand (all GPUs together)
+    expert_cache_bytes_per_gpu: int = 0  # GPU slots caching offloaded experts
+    before_offload: dict[str, int] = field(default_factory=dict)
+    """Per GPU, before any weight moved off the GPUs: weights, kv_budget (the numbers that decided)."""
     reasons: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -179,16 +187,41 @@ def fit(
         max_concurrency_at_context=0,
         offload_bytes=lay.cpu_offload_bytes * lay.gpus * lay.dp,
         host_ram_needed_bytes=lay.cpu_offload_bytes * lay.gpus * lay.dp,
-        disk_needed_bytes=facts.weight_bytes,
+        disk_needed_bytes=facts.weight_bytes + lay.ssd_tables_bytes,
         verdict=FITS,
     )
-    weights = math.ceil(facts.weight_bytes / lay.gpus) - lay.cpu_offload_bytes
+    res.expert_cache_bytes_per_gpu = _expert_cache_bytes(facts, lay)
+    weights = (
+        math.ceil(facts.weight_bytes / lay.gpus) - lay.cpu_offload_bytes + res.expert_cache_bytes_per_gpu
+    )
     _fill_kv(res, kv, weights)
-    _decide(res, hw, lay)
-    moved_per_gpu = (res.offload_bytes // res.gpus_needed) - lay.cpu_offload_bytes
+    res.before_offload = {
+        "weights_bytes_per_gpu": weights,
+        "kv_budget_bytes_per_gpu": res.kv_budget_bytes_per_gpu,
+    }
+    _decide(res, hw, lay, _movable_per_gpu(facts, lay, weights))
+    moved_per_gpu = ((res.offload_bytes + res.ssd_offload_bytes) // res.gpus_needed) - lay.cpu_offload_bytes
     if moved_per_gpu > 0:
         _fill_kv(res, kv, weights - moved_per_gpu)
     return res
+
+
+def expert_bytes_each(facts: ModelFacts) -> int:
+    """Bytes of one routed expert of one layer (all routed experts / (experts x MoE layers))."""
+    n = facts.n_experts * facts.moe_layers
+    return facts.expert_bytes // n if n else 0
+
+
+def _expert_cache_bytes(facts: ModelFacts, lay: Layout) -> int:
+    return lay.expert_cache_slots * expert_bytes_each(facts) if lay.expert_offload else 0
+
+
+def _movable_per_gpu(facts: ModelFacts, lay: Layout, weights: int) -> int:
+    """What may leave a GPU: with expert offload only routed experts (the rest must stay), else every
+    weight (vLLM's --cpu-offload-gb moves any layer)."""
+    if lay.expert_offload and facts.expert_bytes:
+        return max(0, math.ceil(facts.expert_bytes / lay.gpus) - lay.cpu_offload_bytes)
+    return weights
 
 
 def _fill_kv(r: FitResult, kv: KvLayout, weights: int) -> None:
@@ -211,7 +244,7 @@ def _gib(n: float) -> str:
     return f"{n / GIB:,.2f} GiB"
 
 
-def _decide(r: FitResult, hw: Hardware, lay: Layout) -> None:
+def _decide(r: FitResult, hw: Hardware, lay: Layout, movable: int) -> None:
     if hw.gpus < r.gpus_needed:
         r.verdict = NO_FIT
         r.reasons.append(
@@ -219,10 +252,14 @@ def _decide(r: FitResult, hw: Hardware, lay: Layout) -> None:
             f"the hardware has {hw.gpus}"
         )
         return
+    cache = (
+        f" (incl. expert cache {_gib(r.expert_cache_bytes_per_gpu)})" if r.expert_cache_bytes_per_gpu else ""
+    )
     r.reasons.append(
-        f"per GPU: budget {_gib(r.budget_bytes_per_gpu)} ({lay.gpu_memory_utilization:g} x "
-        f"{_gib(hw.gpu_memory_bytes)}) - weights {_gib(r.weights_bytes_per_gpu)} - overhead "
-        f"{_gib(r.overhead_bytes_per_gpu)} = KV budget {_gib(r.kv_budget_bytes_per_gpu)}"
+        f"per GPU, all weights on the GPUs: budget {_gib(r.budget_bytes_per_gpu)} "
+        f"({lay.gpu_memory_utilization:g} x {_gib(hw.gpu_memory_bytes)}) - weights "
+        f"{_gib(r.weights_bytes_per_gpu)}{cache} - overhead {_gib(r.overhead_bytes_per_gpu)} = KV budget "
+        f"{_gib(r.kv_budget_bytes_per_gpu)}"
     )
     r.reasons.append(
         f"KV for {r.concurrency} x {r.context:,} tokens needs {_gib(r.kv_needed_bytes_per_gpu)} per GPU"
@@ -237,13 +274,13 @@ def _decide(r: FitResult, hw: Hardware, lay: Layout) -> None:
         r.verdict = OFFLOAD if lay.cpu_offload_bytes > 0 else FITS
         if lay.cpu_offload_bytes:
             r.reasons.append(f"the recipe keeps {_gib(r.offload_bytes)} of weights in host RAM")
-        _check_host_ram(r, hw)
+        _check_host_ram(r, hw, lay)
         return
-    _offload(r, hw, shortfall)
+    _offload(r, hw, lay, shortfall, movable)
 
 
-def _offload(r: FitResult, hw: Hardware, shortfall: int) -> None:
-    movable = r.weights_bytes_per_gpu
+def _offload(r: FitResult, hw: Hardware, lay: Layout, shortfall: int, movable: int) -> None:
+    what = "routed experts" if lay.expert_offload else "weights"
     if hw.device.kind == "unified":
         r.verdict = NO_FIT
         r.reasons.append(
@@ -252,20 +289,33 @@ def _offload(r: FitResult, hw: Hardware, shortfall: int) -> None:
         return
     if shortfall > movable:
         r.verdict = NO_FIT
-        r.reasons.append(f"short by {_gib(shortfall)} per GPU, more than all its weights ({_gib(movable)})")
+        r.reasons.append(f"short by {_gib(shortfall)} per GPU, more than all its {what} ({_gib(movable)})")
         return
     r.offload_bytes += shortfall * r.gpus_needed
     r.host_ram_needed_bytes = r.offload_bytes
     r.verdict = OFFLOAD
     r.reasons.append(
-        f"short by {_gib(shortfall)} per GPU: {_gib(r.offload_bytes)} of weights must go to host RAM"
+        f"short by {_gib(shortfall)} per GPU: {_gib(shortfall * r.gpus_needed)} of {what} in total "
+        f"({_gib(shortfall)} per GPU) must leave the GPUs"
     )
-    _check_host_ram(r, hw)
-
-
-def _check_host_ram(r: FitResult, hw: Hardware) -> None:
-    if r.offload_bytes and hw.host_ram_bytes is not None and r.host_ram_needed_bytes > hw.host_ram_bytes:
-        r.verdict = NO_FIT
+    _check_host_ram(r, hw, lay)
+    if r.verdict == OFFLOAD:
         r.reasons.append(
-            f"host RAM {_gib(hw.host_ram_bytes)} < {_gib(r.host_ram_needed_bytes)} needed to offload"
+            f"per GPU after the move: weights {_gib(r.weights_bytes_per_gpu - shortfall)}, KV budget "
+            f"{_gib(r.kv_budget_bytes_per_gpu + shortfall)}"
         )
+
+
+def _check_host_ram(r: FitResult, hw: Hardware, lay: Layout) -> None:
+    ram = hw.host_ram_bytes
+    if not r.offload_bytes or ram is None or r.host_ram_needed_bytes <= ram:
+        return
+    if lay.ssd_offload:
+        to_ssd = r.host_ram_needed_bytes - ram
+        r.offload_bytes, r.ssd_offload_bytes, r.host_ram_needed_bytes = ram, to_ssd, ram
+        r.reasons.append(
+            f"host RAM holds {_gib(ram)} (all of it); the other {_gib(to_ssd)} of experts are read from SSD"
+        )
+        return
+    r.verdict = NO_FIT
+    r.reasons.append(f"host RAM {_gib(ram)} < {_gib(r.host_ram_needed_bytes)} needed to offload")

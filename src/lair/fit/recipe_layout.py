@@ -10,12 +10,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from lair.fit.catalog import GIB
 from lair.fit.fit import Layout
 
-__all__ = ["arg_value", "layout_from_recipe", "recipe_model_path"]
+__all__ = [
+    "BUNDLED_FIT_DIR",
+    "arg_value",
+    "bundled_layout",
+    "layout_from_recipe",
+    "recipe_model_path",
+    "recipe_repo_ids",
+]
+
+BUNDLED_FIT_DIR = "fit"
+"""A folder beside a recipe with what ``lair fit`` cannot read from the recipe itself:
+``config.json`` (the model's config, for model facts without the weights) and ``layout.toml``
+(placement its scripts set: KV dtype, memory fraction, expert offload...; :class:`Layout` field names)."""
 
 _ARGS = {
     "tp": ("--tensor-parallel-size", "-tp", "--tp-size", "--tp"),
@@ -101,20 +114,56 @@ def layout_from_recipe(recipe: Any) -> Layout:
     )
 
 
-def recipe_model_path(recipe: Any) -> str | None:
-    """The recipe's model as a local path (placeholders filled from their defaults), or a Hugging Face
-    repo id found in the local cache; None otherwise."""
-    from pathlib import Path
+def recipe_repo_ids(recipe: Any) -> list[str]:
+    """Hugging Face repo ids a recipe names: its ``model``, then ``meta.model_repo`` (the weights
+    served), then ``meta.upstream_weights``."""
+    meta = getattr(recipe, "meta", None)
+    names = [recipe.model, getattr(meta, "model_repo", None), getattr(meta, "upstream_weights", None)]
+    return [str(n) for n in names if n and str(n).count("/") == 1 and "{" not in str(n)]
 
+
+def recipe_model_path(recipe: Any, recipe_dir: Path | None = None) -> str | None:
+    """Where the recipe's model facts are, in this order: its ``model`` as a local path
+    (placeholders filled from their defaults); a repo id it names (:func:`recipe_repo_ids`) in the local
+    Hugging Face cache; the ``fit/`` folder bundled beside it (``recipe_dir``). None otherwise."""
     from lair.fit.model_facts import find_in_hf_cache
 
     text = str(recipe.model or "")
     for name, ph in (recipe.placeholders or {}).items():
         if ph.default is not None:
             text = text.replace("{" + name + "}", str(ph.default))
-    if not text or "{" in text:
-        return None
-    if Path(text).exists():
+    if text and "{" not in text and Path(text).exists():
         return text
-    cached = find_in_hf_cache(text)
-    return str(cached) if cached else None
+    for repo in recipe_repo_ids(recipe):
+        if cached := find_in_hf_cache(repo):
+            return str(cached)
+    bundled = recipe_dir / BUNDLED_FIT_DIR if recipe_dir else None
+    return str(bundled) if bundled and (bundled / "config.json").is_file() else None
+
+
+def bundled_layout(recipe_dir: Path | None) -> dict[str, Any]:
+    """The ``fit/layout.toml`` beside a recipe as :class:`Layout` fields (sizes become bytes:
+    ``cpu_offload_gb`` in GiB as vLLM's flag, ``ssd_tables_gb`` in GB); empty when there is none."""
+    import tomllib
+    from dataclasses import fields
+
+    from lair.errors import FitError
+
+    path = recipe_dir / BUNDLED_FIT_DIR / "layout.toml" if recipe_dir else None
+    if path is None or not path.is_file():
+        return {}
+    doc = tomllib.loads(path.read_text())
+    out: dict[str, Any] = {}
+    for key, gb_key, unit in (
+        ("cpu_offload_bytes", "cpu_offload_gb", GIB),
+        ("ssd_tables_bytes", "ssd_tables_gb", 1e9),
+    ):
+        if gb_key in doc:
+            out[key] = int(float(doc.pop(gb_key)) * unit)
+    known = {f.name for f in fields(Layout)}
+    unknown = sorted(set(doc) - known)
+    if unknown:
+        raise FitError(
+            f"{path}: unknown keys {', '.join(unknown)}", hint=f"known: {', '.join(sorted(known))}"
+        )
+    return {**doc, **out}
