@@ -392,6 +392,10 @@ def _notes(r: Recipe) -> list[str]:
     notes += [f"ulimit {k}={v} (set by the node's container runtime)" for k, v in r.ulimits.items()]
     if r.after_stop:
         notes.append(f"after_stop hooks ({len(r.after_stop)}): a pod has no step after its containers stop")
+    if r.pid:
+        notes.append(f"pid {r.pid} (a pod shares the host's PID namespace only with hostPID)")
+    if r.cap_add:
+        notes.append(f"cap_add {', '.join(r.cap_add)} (add them to the pod's securityContext yourself)")
     if r.ipc and r.ipc != "host":
         notes.append(f"ipc {r.ipc} (pods share IPC only with hostIPC)")
     return notes

@@ -12,14 +12,16 @@ __all__ = ["gpus_per_node"]
 
 
 def gpus_per_node(r: Recipe) -> int:
-    """GPUs one node's process uses: ``gpus = "N"``, the devices of ``"device=0,1"``, and for
-    ``"all"`` the rig's GPUs (``meta.hardware.gpu_count``, else the parallel sizes) per node."""
-    g = (r.gpus or "").strip()
-    if not g:
+    """GPUs one node's process uses (:mod:`lair.plan.gpus` selections): a count, the ids given, none,
+    and for ``"all"`` the rig's GPUs (``meta.hardware.gpu_count``, else the parallel sizes) per node."""
+    from lair.plan.gpus import default_gpus, parse_gpus
+
+    kind, values = parse_gpus(default_gpus(r))
+    if kind == "none":
         return 0
-    if g.isdigit():
-        return int(g)
-    if g.startswith("device="):
-        return len([d for d in g.removeprefix("device=").strip("'\"").split(",") if d])
+    if kind == "count":
+        return values[0]
+    if kind == "ids":
+        return len(values)
     total = (r.meta.hardware.gpu_count if r.meta.hardware else None) or r.world_size * r.data_parallel_size
     return max(1, math.ceil(total / r.required_nodes))

@@ -111,7 +111,7 @@ def main_script(job_dir: str, nnodes: int, name: str, options: Sequence[str], se
         "done",
         f'[ -e "$D/go" ] || {{ verdict "no plan from lair after {PLAN_WAIT_S}s"; exit 3; }}',
         _step("before_serve", 0, str(nnodes)),
-        'rc=$?; rm -f "$D"/r*/env',  # the env-files are in each node's run folder now
+        'rc=$?; rm -f "$D"/r*/env "$D"/r*/secrets',  # each node installed its own copy
         '[ $rc = 0 ] || { verdict "before_serve failed (exit $rc)"; exit 1; }',
         _step("serve", 0, "1", serve_extra) + " &",
         "head=$!",

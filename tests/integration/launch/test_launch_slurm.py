@@ -182,3 +182,69 @@ def test_job_cancelled_outside_lair_is_reported_and_after_stop_runs(
     assert_after_stop_ran(markers)
     assert json.loads(lair("status", run_id, "--json", check=True).stdout)[0]["state"] == "failed"
     assert_nothing_left(slurm_cluster, run_id)
+
+
+DOCKER_RECIPE = """
+engine = "custom"
+docker_image = "{image}"
+name = "docker through slurm"
+port = {port}
+host = "127.0.0.1"
+ready_timeout_s = 60
+gpus = "none"
+entrypoint = ["sh", "-c", '{script}']
+env = {{ LAIR_TEST_TOKEN = "{{LAIR_TEST_TOKEN}}" }}
+after_stop = ["touch {markers}/after-stop-$LAIR_NODE_RANK"]
+
+[[extra_mounts]]
+host = "{repo}"
+container = "/model"
+read_only = true
+
+[placeholders.LAIR_TEST_TOKEN]
+type = "secret"
+"""
+DOCKER_SERVE = (
+    "test ${{#LAIR_TEST_TOKEN}} = {length} && test -f /model/sub/tiny-llama.gguf && "
+    "exec python3 -m lair.engines.xllamacpp_server --model /model/sub/tiny-llama.gguf --host 127.0.0.1 "
+    "--port $LAIR_ENGINE_PORT"
+)
+TOKEN = "tok-slurm-7c1e-secret"
+
+
+@pytest.mark.docker
+def test_docker_container_through_slurm(
+    slurm_cluster: SlurmCluster,
+    lair_home: Path,
+    tmp_path: Path,
+    markers: Path,
+    engine_image: str,
+    tiny_model: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from launch_helpers import hub_repo, local_containers
+
+    slurm_cluster.write_cluster("test-slurm-docker", lair_home / "clusters.toml", container="docker")
+    monkeypatch.setenv("LAIR_TEST_TOKEN", TOKEN)
+    repo, port = hub_repo(tmp_path, tiny_model), free_port()
+    script = DOCKER_SERVE.format(length=len(TOKEN))  # the secret reached the container (not its argv)
+    text = DOCKER_RECIPE.format(image=engine_image, port=port, script=script, repo=repo, markers=markers)
+    res = lair(
+        "launch", write_recipe(tmp_path / "d.toml", text), "--cluster", "test-slurm-docker", "--detach"
+    )
+    assert res.returncode == 0, res.stderr
+    run_id = res.stdout.strip()
+    try:
+        with OPENER.open(f"http://127.0.0.1:{port}/v1/models", timeout=10) as resp:
+            assert json.loads(resp.read())["data"]
+        inspect = subprocess.run(["docker", "inspect", f"lair-{run_id}-r0"], capture_output=True, text=True)
+        mounts = {m["Destination"]: (m["Source"], m["RW"]) for m in json.loads(inspect.stdout)[0]["Mounts"]}
+        assert mounts["/model/sub/tiny-llama.gguf"] == (str(repo / "blobs" / "sha256-gguf"), False)
+    finally:
+        stop = lair("stop", run_id, timeout=180)
+    assert stop.returncode == 0, stop.stderr
+    assert local_containers(run_id) == ""
+    assert_after_stop_ran(markers, (0,))
+    run_dir = lair_home / "runs" / run_id
+    assert all(TOKEN not in p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
+    assert_nothing_left(slurm_cluster, run_id)

@@ -182,3 +182,23 @@ def test_cluster_add_slurm(capsys: pytest.CaptureFixture[str]) -> None:
     assert (c.slurm.container, c.slurm.time_limit) == ("enroot", "02:00:00")
     assert main(["cluster", "add", "both", "--slurm", "--node", "address=10.0.0.1"]) == 1
     assert "give --node SPEC (one per node) or --slurm" in capsys.readouterr().err
+
+
+def test_lair_plan_on_a_slurm_cluster_shows_placeholders_and_the_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["cluster", "add", "hpc", "--slurm", "--partition", "gpu", "--time", "01:00:00"]) == 0
+    path = tmp_path / "r.toml"
+    path.write_text(RECIPE)
+    capsys.readouterr()
+    assert main(["plan", str(path), "--cluster", "hpc"]) == 0
+    out = capsys.readouterr()
+    assert "node slurm-node0 (slurm-node0) rank 0" in out.out and "node slurm-node1" in out.out
+    assert "Slurm cluster hpc: the nodes are placeholders until the job runs" in out.err
+    for line in (
+        "#SBATCH --nodes=2",
+        "#SBATCH --gres=gpu:2",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --time=01:00:00",
+    ):
+        assert line in out.err
