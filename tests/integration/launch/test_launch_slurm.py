@@ -100,7 +100,7 @@ def test_tiny_cpu_benchmarked_through_slurm(
     assert out["state"] == "stopped"
     cell = out["bench"]["cells"][0]
     assert cell["context"] == 128 and cell["completion_tokens"] == 16 and cell["output_length_ok"]
-    assert cell["decode_tok_s_per_stream"] > 0
+    assert cell["ttft_ms_p50"] > 0  # (16 tokens may come in one read: no decode rate then)
     assert Path(out["report"], "results.json").exists()
     assert_nothing_left(slurm_cluster, out["run_id"])
 
@@ -138,7 +138,7 @@ def test_two_nodes_served_benchmarked_stopped(
     run_id = out["run_id"]
     assert re.search(r"job \d+ on n1 \(127\.0\.0\.1\), n2 \(127\.0\.0\.1\)", res.stderr)
     cell = out["bench"]["cells"][0]
-    assert cell["completion_tokens"] == 16 and cell["decode_tok_s_per_stream"] > 0
+    assert cell["completion_tokens"] == 16 and cell["output_length_ok"] and cell["ttft_ms_p50"] > 0
     worker = lair("logs", run_id, "--node", "1", check=True).stdout
     assert "worker rank 1 of 2 at 127.0.0.1 reached 127.0.0.1:29501: hello from rank 0" in worker
     plan = json.loads((lair_home / "runs" / run_id / "plan.json").read_text())
