@@ -32,14 +32,23 @@ def register(sub: Any) -> None:
     p = sub.add_parser("schema", help="JSON Schema of the recipe model")
     p.set_defaults(handler=cmd_schema)
 
-    p = sub.add_parser("new", help="scaffold a new recipe file")
+    p = sub.add_parser("new", help="scaffold a new recipe file (per engine and runtime)")
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--engine", default="vllm")
-    p.add_argument("--image", default="vllm/vllm-openai:v0.11.0", help="docker image")
-    p.add_argument("--model", default="{MODEL_DIR}")
+    p.add_argument(
+        "--engine", default="vllm", help="vllm, sglang, llamacpp, xllamacpp or custom (default vllm)"
+    )
+    p.add_argument("--runtime", default="docker", help="docker, podman or native (default docker)")
+    p.add_argument("--image", help="container image (default: the engine's)")
+    p.add_argument(
+        "--model",
+        metavar="DIR",
+        help="model folder (GGUF file for llama.cpp) on the nodes; default: MODEL_DIR",
+    )
     p.add_argument("--nodes", type=int, default=1)
     p.add_argument("--tp", type=int, default=1, help="tensor parallel size")
+    p.add_argument("--title", help="meta.title (default: model, engine, runtime, nodes)")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.add_argument("--json", action="store_true", help='print {"file", "ok", "errors", "warnings"}')
     p.set_defaults(handler=cmd_new)
 
     p = sub.add_parser("set", help="set keys in a TOML recipe, keeping comments and layout")
@@ -149,20 +158,27 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_new(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from lair.errors import ConfigError
-    from lair.recipe import check_file
-    from lair.recipe.scaffold import scaffold
+    from lair.engines.rules import RULES
+    from lair.errors import ConfigError, RecipeError
+    from lair.recipe import check_text
+    from lair.recipe.scaffold import ScaffoldOptions, scaffold
 
     out = Path(args.file)
     if out.exists() and not args.force:
         raise ConfigError(f"{out} exists", hint="use --force to overwrite")
+    opts = ScaffoldOptions(args.engine, args.runtime, args.model, args.image, args.nodes, args.tp, args.title)
+    text = scaffold(opts)  # raises before anything is written
+    result = check_text(text, str(out), "toml", RULES)
+    if not result.ok:  # a scaffold that does not check is a bug: say so, write nothing
+        raise RecipeError(result.errors)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(scaffold(args.engine, args.image, args.model, args.nodes, args.tp), encoding="utf-8")
-    result = check_file(out)
-    for issue in result.errors:
-        print(f"error: {issue.render()}\n", file=sys.stderr)
-    err(f"wrote {out}")
-    return 0 if result.ok else 1
+    out.write_text(text, encoding="utf-8")
+    if args.json:
+        dump_json(
+            {"file": str(out), "ok": True, "errors": [], "warnings": [i.as_dict() for i in result.warnings]}
+        )
+    err(f"wrote {out} ({args.engine}, {args.runtime}); next: lair plan {out}")
+    return 0
 
 
 def _pairs(items: list[str]) -> dict[str, str]:

@@ -30,7 +30,6 @@ __all__ = [
     "runtime_ulimits",
 ]
 
-_CONTAINER_ONLY = ("shm_size", "memory_limit", "cpus", "ipc", "pid", "extra_mounts_manifest")
 PODMAN_DEFAULT_ULIMIT = 1048576
 """podman's own ``nofile`` and ``nproc`` (soft and hard) for a rootful container given no ``--ulimit``."""
 
@@ -87,17 +86,9 @@ def runtime_ulimits(recipe: Recipe, caps: Capabilities) -> dict[str, str]:
 
 
 def _native(recipe: Recipe) -> list[Unsupported]:
-    out = [
-        Unsupported(f, f, "the native runtime has no container to apply it to")
-        for f in _CONTAINER_ONLY
-        if getattr(recipe, f)
-    ]
-    for key in ("extra_mounts", "devices", "ulimits", "cap_add"):
-        if getattr(recipe, key):
-            out.append(Unsupported(key, key, "the native runtime has no container to apply it to"))
-    if recipe.privileged:
-        out.append(Unsupported("privileged", "--privileged", "the native runtime has no container"))
-    return out
+    from lair.recipe.runtime_rules import NATIVE_REASON, native_unsupported
+
+    return [Unsupported(f, flag, NATIVE_REASON) for f, flag in native_unsupported(recipe)]
 
 
 def check_capabilities(recipe: Recipe, caps: Capabilities) -> list[Unsupported]:

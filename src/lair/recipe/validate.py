@@ -386,6 +386,24 @@ def _check_runtime(ctx: _Ctx, r: Recipe) -> None:
             'add entrypoint = ["python3", "-m", "..."]',
             code="runtime",
         )
+    _check_native_settings(ctx, r)
+
+
+def _check_native_settings(ctx: _Ctx, r: Recipe) -> None:
+    """The rule ``lair plan`` refuses with (lair.recipe.runtime_rules), reported where it is set: a
+    warning, since the recipe still loads and ``--drop-unsupported`` plans without it (``--strict``
+    fails on it)."""
+    from lair.recipe.runtime_rules import NATIVE_REASON, native_unsupported
+
+    for key, flag in native_unsupported(r):
+        ctx.add(
+            (key,),
+            f"{flag}: {NATIVE_REASON}; lair plan refuses it",
+            'remove it, run in a container (runtime = "docker"), or plan with --drop-unsupported',
+            code="runtime",
+            warn=True,
+            on_key=True,
+        )
 
 
 def _check_hooks(ctx: _Ctx, r: Recipe) -> None:
