@@ -248,3 +248,21 @@ def test_docker_container_through_slurm(
     run_dir = lair_home / "runs" / run_id
     assert all(TOKEN not in p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
     assert_nothing_left(slurm_cluster, run_id)
+
+
+def test_foreground_run_stopped_from_another_shell(slurm_cluster: SlurmCluster, lair_home: Path) -> None:
+    """``lair stop`` of a foreground Slurm run asks its lair process, which cancels the job."""
+    proc, run_id = start_foreground(str(TINY), lair_home, "--cluster", "test-slurm")
+    try:
+        wait_for(lambda: "ready in" in events(lair_home, run_id), timeout=120, what="ready")
+        stop = lair("stop", run_id, timeout=180)
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=180)
+    assert stop.returncode == 0, stop.stderr
+    assert proc.returncode == 0, err
+    assert "SIGTERM: stopping" in err and f"run {run_id} stopped" in err
+    assert json.loads(lair("status", run_id, "--json", check=True).stdout)[0]["state"] == "stopped"
+    assert_nothing_left(slurm_cluster, run_id)
