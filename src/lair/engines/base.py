@@ -54,6 +54,7 @@ class NodeCommand:
     ``argv`` is the full command (entrypoint first). ``env`` is this node's own engine networking
     env (its address, the socket interface); ``detect`` lists env names whose value the node finds
     itself at start (the interface of its route to ``route_to``), when no node entry gives it.
+    ``scratch`` are folders the command makes outside the run folder; cleanup removes them too.
     """
 
     argv: list[str]
@@ -61,6 +62,7 @@ class NodeCommand:
     env: dict[str, str] = field(default_factory=dict)
     detect: tuple[str, ...] = ()
     route_to: str = ""
+    scratch: list[str] = field(default_factory=list)  # folders it makes outside the run folder
 
 
 def has_flag(argv: Sequence[str], *names: str) -> bool:

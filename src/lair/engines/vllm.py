@@ -18,11 +18,12 @@ that starts ``ray start --head --block``, waits until every node joined, then ru
 ends when the server or the Ray head ends (so a crash fails the launch with the server's log), and
 on SIGTERM it stops the server, then the Ray head. The ``ray`` command is the one beside the
 entrypoint's program when that is in a ``bin/`` folder (a venv), else ``ray`` from PATH. Each Ray
-node keeps its session folder in the run folder (``--temp-dir``), removed at cleanup.
+node keeps its session folder apart (``--temp-dir``, :func:`ray_temp_dir`), removed at cleanup.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 from typing import TYPE_CHECKING, ClassVar
 
@@ -91,14 +92,21 @@ def ray_binary(serve: list[str]) -> str:
     return f"{folder}/ray" if folder.endswith("/bin") else "ray"
 
 
+def ray_temp_dir(role: Role) -> str:
+    """The node's own Ray session folder: short (Ray's socket paths under it must fit the 107 bytes
+    of an AF_UNIX address, which a run folder's name does not leave room for), one per run and rank
+    (two nodes on one host, or two runs, never share one); cleanup removes it."""
+    digest = hashlib.sha256(role.workdir.encode()).hexdigest()[:10]
+    return f"/tmp/lair-ray-{digest}"
+
+
 def _ray_start(ray: str, role: Role) -> list[str]:
-    """``ray start`` of one node; its session folder (sockets, logs) lives in the run folder, so that
-    cleanup removes it and two nodes on one host (or two runs) never share one."""
+    """``ray start`` of one node, in the foreground (``--block``)."""
     argv = [ray, "start", "--block", "--disable-usage-stats"]
     if role.address:
         argv += ["--node-ip-address", role.address]
     if role.workdir:
-        argv += ["--temp-dir", f"{role.workdir}/ray"]
+        argv += ["--temp-dir", ray_temp_dir(role)]
     if role.head:
         return [*argv, "--head", "--port", str(role.master_port), "--include-dashboard=false"]
     return [*argv, "--address", f"{role.master_addr}:{role.master_port}"]
@@ -129,8 +137,9 @@ def _ray(role: Role, serve: list[str]) -> NodeCommand:
     F.add(serve, "distributed_executor_backend", "ray")
     ray = ray_binary(serve)
     start = _ray_start(ray, role)
+    scratch = [ray_temp_dir(role)] if role.workdir else []
     if not role.head:
-        return NodeCommand(start, role="ray-worker")
+        return NodeCommand(start, role="ray-worker", scratch=scratch)
     status = [ray, "status", "--address", f"{role.master_addr}:{role.master_port}"]
     script = ray_head_script(start, status, role.nnodes, serve)
-    return NodeCommand(["sh", "-c", script], role="ray-head")
+    return NodeCommand(["sh", "-c", script], role="ray-head", scratch=scratch)

@@ -320,6 +320,9 @@ def _node(ctx: _Ctx, t: Target, n: int, find: Callable[[str], Path | None]) -> N
     steps += _stop_steps(ctx, container)
     steps += _hook_steps(Stage.AFTER_STOP, r.after_stop, workdir, hook_env, find)
     steps.append(Step(stage=Stage.CLEANUP, kind="cleanup", name="remove run folder", path=workdir))
+    steps += [
+        Step(stage=Stage.CLEANUP, kind="cleanup", name="remove engine scratch", path=p) for p in cmd.scratch
+    ]
     return node.model_copy(update={"role": cmd.role, "container": container, "steps": steps})
 
 

@@ -195,7 +195,7 @@ def test_plan_parses_with_the_engines_own_parser(
         assert ray[0]["head"] and ray[0]["port"] == 29501 and ray[0]["block"]
         assert ray[1]["address"] == "10.0.0.1:29501" and not ray[1]["head"] and ray[1]["block"]
         assert [ray[r]["node_ip_address"] for r in (0, 1)] == ["10.0.0.1", "10.0.0.2"]
-        assert ray[1]["temp_dir"].startswith("/tmp/lair-p1-r1/")
+        assert ray[1]["temp_dir"].startswith("/tmp/lair-ray-") and ray[0]["temp_dir"] != ray[1]["temp_dir"]
 
 
 def test_recipe_short_forms_with_lair_flags_parse_once(vllm_venv: Path) -> None:

@@ -171,3 +171,84 @@ def test_vllm_tp2_mp_over_two_ssh_nodes_bench_and_stop(
     assert run_record(lair_home, run_id)["state"] == "stopped"
     assert_clean(lair_home, run_id, ssh_nodes)
     assert [_netns_pids(n.name) for n in ssh_nodes.nodes] == [[], []]
+
+
+RAY = """
+engine = "vllm"
+runtime = "native"
+name = "{name}"
+model = "{model}"
+served_model_name = "tiny"
+required_nodes = 2
+tensor_parallel_size = 2
+distributed_backend = "ray"
+cluster = "test-nodes"
+port = 8000
+ready_timeout_s = 240
+max_model_len = 512
+entrypoint = {entrypoint}
+
+[env]
+VLLM_CPU_KVCACHE_SPACE = "1"
+HF_HUB_OFFLINE = "1"
+VLLM_NO_USAGE_STATS = "1"
+RAY_USAGE_STATS_ENABLED = "0"
+"""
+
+
+def _ray_recipe(tmp_path: Path, name: str, entrypoint: list[str], model: Path) -> str:
+    text = RAY.format(name=name, model=model, entrypoint=json.dumps(entrypoint))
+    return write_recipe(tmp_path / f"{name.split()[0]}.toml", text)
+
+
+@pytest.mark.timeout(600)
+def test_ray_two_nodes_join_serve_on_the_head_and_stop(
+    ssh_nodes: NetnsNodes, tiny_model: Path, vllm_venv: Path, lair_home: Path, tmp_path: Path
+) -> None:
+    probe = Path(__file__).with_name("ray_probe_server.py")
+    entry = [f"{vllm_venv}/bin/python", str(probe)]
+    recipe = _ray_recipe(tmp_path, "ray-probe on two nodes", entry, tiny_model.parent / "hf")
+    scratch = set(Path("/tmp").glob("lair-ray-*"))
+    res = lair("launch", recipe, "--detach", timeout=300)
+    assert res.returncode == 0, res.stderr[-4000:]
+    run_id = res.stdout.strip()
+    n0, n1 = ssh_nodes.nodes
+    try:
+        with OPENER.open(f"http://{n0.address}:8000/nodes", timeout=30) as resp:
+            nodes = json.loads(resp.read())
+        # a task ran on each Ray node; each node's raylet had lair's per-node VLLM_HOST_IP
+        assert nodes == [
+            {"hostname": n0.name, "vllm_host_ip": n0.address},
+            {"hostname": n1.name, "vllm_host_ip": n1.address},
+        ]
+        head_log = lair("logs", run_id, "--node", "0", check=True).stdout
+        assert (
+            "lair: 2 Ray nodes joined; starting the server" in head_log and "ray probe: 2 nodes" in head_log
+        )
+    finally:
+        stop = lair("stop", run_id, timeout=180)
+    assert stop.returncode == 0, stop.stderr
+    assert run_record(lair_home, run_id)["state"] == "stopped"
+    assert_clean(lair_home, run_id, ssh_nodes)
+    assert [_netns_pids(n.name) for n in ssh_nodes.nodes] == [[], []]  # serve, raylets, GCS: all gone
+    assert set(Path("/tmp").glob("lair-ray-*")) == scratch  # both nodes' Ray session folders removed
+
+
+@pytest.mark.timeout(600)
+def test_vllm_cpu_on_ray_fails_fast_with_the_servers_log(
+    ssh_nodes: NetnsNodes, tiny_model: Path, vllm_venv: Path, lair_home: Path, tmp_path: Path
+) -> None:
+    model = tiny_model.parent / "hf"
+    entry = [f"{vllm_venv}/bin/vllm", "serve", str(model), "--dtype", "float32", "--enforce-eager"]
+    recipe = _ray_recipe(tmp_path, "vllm-cpu on ray", entry, model)
+    res = lair("launch", recipe, timeout=300)
+    assert res.returncode == 1
+    # the serve process is the head's main process: its exit fails the launch at once, with its log
+    assert "during start-up; last log lines" in res.stderr, res.stderr[-3000:]
+    assert "does not support ray" in res.stderr and "lair: the server exited with code" in res.stderr
+    took = float(re.findall(r"\[\s*([0-9.]+)s\] launch failed", res.stderr)[0])
+    assert took < 200  # long before ready_timeout_s (240)
+    (run_id,) = re.findall(r"\] run (\S+) on ", res.stderr)
+    assert run_record(lair_home, run_id)["state"] == "failed"
+    assert_clean(lair_home, run_id, ssh_nodes)
+    assert [_netns_pids(n.name) for n in ssh_nodes.nodes] == [[], []]
