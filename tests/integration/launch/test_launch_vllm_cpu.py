@@ -76,6 +76,12 @@ def _netns_pids(node: str) -> list[str]:
     return cmds
 
 
+def stopped_within(log: str, seconds: float) -> bool:
+    """Every node's ``stop process (N s)`` line says N < ``seconds``."""
+    took = [float(t) for t in re.findall(r": stop process \(([0-9.]+)s\)", log)]
+    return len(took) == 2 and max(took) < seconds
+
+
 @pytest.fixture(scope="module")
 def vllm_rig(lair_home: Path, vllm_venv: Path) -> str:
     return python_rig(lair_home, "vllm-cpu", {"VLLM_VENV": str(vllm_venv)})
@@ -228,6 +234,7 @@ def test_ray_two_nodes_join_serve_on_the_head_and_stop(
     finally:
         stop = lair("stop", run_id, timeout=180)
     assert stop.returncode == 0, stop.stderr
+    assert stopped_within(stop.stderr, 10)  # no 30 s drain, no SIGKILL
     assert run_record(lair_home, run_id)["state"] == "stopped"
     assert_clean(lair_home, run_id, ssh_nodes)
     assert [_netns_pids(n.name) for n in ssh_nodes.nodes] == [[], []]  # serve, raylets, GCS: all gone
@@ -242,13 +249,21 @@ def test_vllm_cpu_on_ray_fails_fast_with_the_servers_log(
     entry = [f"{vllm_venv}/bin/vllm", "serve", str(model), "--dtype", "float32", "--enforce-eager"]
     recipe = _ray_recipe(tmp_path, "vllm-cpu on ray", entry, model)
     res = lair("launch", recipe, timeout=300)
+    print(res.stderr)
     assert res.returncode == 1
     # the serve process is the head's main process: its exit fails the launch at once, with its log
-    assert "during start-up; last log lines" in res.stderr, res.stderr[-3000:]
-    assert "does not support ray" in res.stderr and "lair: the server exited with code" in res.stderr
+    assert "process exited during start-up" in res.stderr, res.stderr[-3000:]
+    assert (
+        "lair: the server exited with code 1" in res.stderr
+        and "Engine core initialization failed" in res.stderr
+    )
     took = float(re.findall(r"\[\s*([0-9.]+)s\] launch failed", res.stderr)[0])
     assert took < 200  # long before ready_timeout_s (240)
     (run_id,) = re.findall(r"\] run (\S+) on ", res.stderr)
     assert run_record(lair_home, run_id)["state"] == "failed"
+    assert (
+        "current platform cpu does not support ray" in lair("logs", run_id, "--node", "0", check=True).stdout
+    )
+    assert stopped_within(res.stderr, 10)
     assert_clean(lair_home, run_id, ssh_nodes)
     assert [_netns_pids(n.name) for n in ssh_nodes.nodes] == [[], []]
