@@ -152,3 +152,27 @@ def test_a_counter_that_cannot_count_is_dropped() -> None:
     sizer = PromptSizer(counter=counter)
     asyncio.run(sizer.calibrate(probe))
     assert sizer.counter is None and sizer.calibrated and abs(sizer.tokens_per_word - 1.5) < 0.01
+
+
+def _cell_of(cached: int | None, hits_delta: float | None) -> list[str]:
+    """The flags of a one-request cell whose response said ``cached`` and whose /metrics said
+    ``hits_delta`` (None: no such source)."""
+    from types import SimpleNamespace
+
+    from lair.bench.definitions import RequestTiming
+    from lair.bench.runner import _cell, _Client, _Repeat
+
+    r = RequestTiming(send_t=0.0, content_times=[0.1, 0.2], content_chars=[1, 1], done_t=0.2)
+    r.prompt_tokens, r.completion_tokens, r.cached_tokens = 128, 2, cached
+    engine = {} if hits_delta is None else {"prefix_cache_hits_delta": hits_delta}
+    rep = _Repeat([r], _Client(cpu_s=0.01, wall_s=1.0, loop_lag_p99_ms=0.1), engine)
+    s = SimpleNamespace(opts=SimpleNamespace(decode_tokens=2, force_output=True))
+    cell = _cell(s, 128, 1, [rep])  # type: ignore[arg-type]
+    return [*cell.flags, f"cached={cell.cached_tokens}"]
+
+
+def test_cold_cache_not_proven_only_without_both_sources() -> None:
+    assert _cell_of(None, None) == ["cold-cache-not-proven", "cached=None"]  # "-", never "0"
+    assert _cell_of(0, None) == ["cached=0"]
+    assert _cell_of(None, 0.0) == ["cached=None"]
+    assert _cell_of(None, 500.0) == ["cache-hit", "cached=None"]
