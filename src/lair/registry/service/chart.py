@@ -17,10 +17,10 @@ COLORS = ("#2563eb", "#16a34a", "#db2777", "#ea580c", "#7c3aed")
 
 
 def _fmt(v: float) -> str:
-    if v >= 1e6:
-        return f"{v / 1e6:g}M"
-    if v >= 1e3:
-        return f"{v / 1e3:g}K"
+    """Context ticks in binary units as recipe pages write them (2048 -> 2K, 1048576 -> 1M)."""
+    for unit, size in (("M", 1 << 20), ("K", 1 << 10)):
+        if v >= size:
+            return f"{v / size:.3g}{unit}"
     return f"{v:g}"
 
 

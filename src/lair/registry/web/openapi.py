@@ -183,10 +183,12 @@ def _path(slug: bool = True, rev: bool = False) -> list[dict[str, Any]]:
                 "in": "path",
                 "required": True,
                 "schema": {"type": "string", "pattern": "^[a-z0-9-]{1,200}$"},
+                "example": "tiny-cpu",
             }
         )
     if rev:
-        out.append({"name": "n", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}})
+        rev_schema = {"type": "integer", "minimum": 1}
+        out.append({"name": "n", "in": "path", "required": True, "schema": rev_schema, "example": 1})
     return out
 
 
@@ -214,7 +216,7 @@ def _paths() -> dict[str, Any]:
             "get": {
                 "operationId": "getRecipeYaml",
                 "parameters": _path(),
-                "responses": _responses(text, "application/yaml"),
+                "responses": _responses(_ref("Recipe"), "application/yaml"),
             }
         },
         "/api/v1/recipes/{slug}/revisions/{n}.json": {

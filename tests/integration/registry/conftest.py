@@ -1,0 +1,57 @@
+"""A real ``lair serve`` (granian, SQLite) seeded with the bundled examples and the test recipe, and
+headless Chromium from Debian driven by Playwright (no browser download)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lair.registry.db.engine import make_engine
+from lair.registry.serve import prepare
+from lair.registry.service.publish import publish
+from lair.testing.registry import serve_process
+
+ROOT = Path(__file__).resolve().parents[3]
+LLAMA = ROOT / "tests" / "data" / "registry" / "llama31-8b.toml"
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Screenshots and logs of the run: ``LAIR_TEST_ARTIFACTS`` or the run's temp dir."""
+    out = Path(os.environ.get("LAIR_TEST_ARTIFACTS") or tmp_path_factory.getbasetemp() / "artifacts")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Iterator[str]:
+    db = f"sqlite:///{tmp_path_factory.mktemp('site') / 'registry.sqlite3'}"
+    prepare(db)
+    engine = make_engine(db)
+    with engine.begin() as conn:
+        publish(conn, LLAMA.read_text(), owner="tester")
+    engine.dispose()
+    with serve_process(db, log=artifacts / "serve.log") as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: object) -> Iterator[object]:
+    ctx = browser.new_context(accept_downloads=True, viewport={"width": 1200, "height": 900})  # type: ignore[attr-defined]
+    pg = ctx.new_page()
+    yield pg
+    ctx.close()

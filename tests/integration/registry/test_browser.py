@@ -1,0 +1,164 @@
+"""The site in headless Chromium: search, filter, open a recipe, every seed section in order with its
+numbers, exports that ``lair check`` accepts, the placeholder form, the fit widget. Screenshots of the
+main pages go to the run's artifacts folder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[3]
+SEED_000 = ROOT / "examples" / "dsv41-1017-engram-ssd" / "recipe.toml"
+SLUG_000 = tomllib.loads(SEED_000.read_text())["meta"]["slug"]
+LLAMA_SLUG = "llama31-8b-rtx4090-sglang"
+
+# the sections of the published seed page, in its order (../seeds/000): title; votes; badge; credits;
+# version line; tags; summary; launch command; env; flags; notes; agent; engine; model; hardware;
+# context; KV pool; performance; install requirements; placeholders; downloads; revision notes;
+# revision history; fork; export
+SEED_ORDER = [
+    "title",
+    "votes",
+    "badge",
+    "credits",
+    "version",
+    "tags",
+    "summary",
+    "launch-command",
+    "env",
+    "flags",
+    "notes",
+    "agent",
+    "engine",
+    "model",
+    "hardware",
+    "context",
+    "kv-pool",
+    "performance",
+    "requirements",
+    "placeholders",
+    "downloads",
+    "revision-notes",
+    "revision-history",
+    "fork",
+    "export",
+]
+
+
+def _slugs(page: Any) -> list[str]:
+    return [str(s) for s in page.locator("li.result").evaluate_all("els => els.map(e => e.dataset.slug)")]
+
+
+def test_search_filter_and_open_a_recipe(page: Any, site: str, artifacts: Path) -> None:
+    page.goto(site + "/")
+    assert len(_slugs(page)) >= 4
+    page.screenshot(path=str(artifacts / "list.png"), full_page=True)
+    page.fill("#search input[name=q]", "engram")
+    page.click("#search button[type=submit]")
+    page.wait_for_url("**/recipes?*q=engram*")
+    assert _slugs(page) == [SLUG_000]
+    page.fill("#search input[name=q]", "")
+    page.fill("#search input[name=gpu]", "RTX 4090")
+    page.click("#search button[type=submit]")
+    page.wait_for_url("**gpu=RTX+4090**")
+    assert _slugs(page) == [LLAMA_SLUG]
+    page.fill("#search input[name=gpu]", "")
+    page.fill("#search input[name=min_context]", "1000000")
+    page.click("#search button[type=submit]")
+    page.wait_for_url("**min_context=1000000**")
+    assert SLUG_000 in _slugs(page) and LLAMA_SLUG not in _slugs(page)
+    page.click(f"li.result[data-slug='{SLUG_000}'] a.title")
+    page.wait_for_url(f"**/recipes/{SLUG_000}")
+    assert page.locator("h1").first.inner_text() == tomllib.loads(SEED_000.read_text())["meta"]["title"]
+
+
+def test_seed_page_has_every_section_in_order_with_its_numbers(page: Any, site: str, artifacts: Path) -> None:
+    page.goto(f"{site}/recipes/{SLUG_000}")
+    found = page.locator("[data-section]").evaluate_all("els => els.map(e => e.dataset.section)")
+    assert [s for s in found if s in SEED_ORDER] == SEED_ORDER
+    page.screenshot(path=str(artifacts / "recipe-seed-000.png"), full_page=True)
+    raw = tomllib.loads(SEED_000.read_text())
+    text = page.locator("article.recipe").inner_text()
+    perf = page.locator("[data-section=performance] table.speed tbody tr")
+    assert perf.count() == len(raw["meta"]["performance"])
+    cells = [perf.nth(i).inner_text() for i in range(perf.count())]
+    assert "163 tok/s" in cells[0] and "7,360 tok/s" in cells[1] and "167.3 tok/s" in cells[2]
+    assert "307.3 tok/s" in cells[3] and all("reported" in c for c in cells)
+    assert "1,071,558 tokens across concurrent requests" in text and "max context: 1M tokens" in text
+    for knob in raw["meta"]["env_knobs"]:
+        assert f"{knob['name']}={knob['value']}" in text
+    assert raw["meta"]["launch_command"] in text and "sign in to vote" in text
+    assert "Community submission — verify on your own hardware." in text
+    api = f"{site}/api/v1/recipes/{SLUG_000}.json"
+    assert page.locator("#curl").inner_text() == f"curl -fsSL {api}"
+    prompt = page.locator("#agent-prompt").inner_text()
+    assert api in prompt and "diff" in prompt and "hooks" in prompt and "secrets" in prompt
+    assert page.locator("[data-section=performance] svg.chart circle").count() == 4
+    floor = page.locator(".driver-floor").inner_text()
+    assert (
+        "580.65.06" in floor and "CUDA 13" in floor
+    )  # the recipe states CUDA >= 13; NVIDIA: 13.0 -> 580.65.06
+
+
+@pytest.mark.parametrize("fmt", ["toml", "yaml"])
+def test_export_downloads_pass_lair_check(page: Any, site: str, tmp_path: Path, fmt: str) -> None:
+    page.goto(f"{site}/recipes/{SLUG_000}")
+    with page.expect_download() as info:
+        page.click(f"[data-section=export] a:has-text('recipe.{fmt}')")
+    path = tmp_path / f"recipe.{fmt}"
+    info.value.save_as(str(path))
+    check = subprocess.run([sys.executable, "-m", "lair", "check", str(path)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    exported = subprocess.run(
+        [sys.executable, "-m", "lair", "export", str(path), "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
+    with urllib.request.urlopen(f"{site}/api/v1/recipes/{SLUG_000}.json") as r:
+        assert json.loads(exported.stdout) == json.loads(r.read())["recipe"]
+
+
+def test_placeholder_form_renders_the_recipe(page: Any, site: str, artifacts: Path) -> None:
+    page.goto(f"{site}/recipes/{LLAMA_SLUG}")
+    form = page.locator("form#placeholders")
+    assert form.locator("input[name=HF_TOKEN]").is_disabled()
+    form.locator("input[name=MODEL_DIR]").fill("/srv/models/llama")
+    form.locator("input[name=PORT]").fill("31337")
+    form.locator("button[type=submit]").click()
+    page.wait_for_url("**/placeholders?**")
+    command = page.locator("#rendered-command").inner_text()
+    rendered = tomllib.loads(page.locator("#rendered-toml").inner_text())
+    assert "-v /srv/models/llama:/model:ro" in command and "--port 31337" in command
+    assert 'HF_TOKEN="${HF_TOKEN}"' in command and rendered["env"]["HF_TOKEN"] == "${HF_TOKEN}"
+    assert rendered["model"] == "/srv/models/llama"
+    page.screenshot(path=str(artifacts / "placeholders.png"), full_page=True)
+    page.locator("form#placeholders input[name=PORT]").fill("eighty")
+    page.locator("form#placeholders button[type=submit]").click()
+    page.wait_for_url("**PORT=eighty**")
+    assert "expected an integer" in page.locator(".field-error[data-field=PORT]").inner_text()
+    assert page.locator("#rendered-command").count() == 0
+
+
+def test_fit_widget(page: Any, site: str, artifacts: Path) -> None:
+    page.goto(f"{site}/recipes/{LLAMA_SLUG}")
+    page.select_option("form#fit select[name=gpu]", "rtx-4090")
+    page.fill("form#fit input[name=gpus]", "1")
+    page.click("form#fit button[type=submit]")
+    page.wait_for_url("**/fit?**")
+    with urllib.request.urlopen(f"{site}/api/v1/recipes/{LLAMA_SLUG}/fit?gpu=rtx-4090&gpus=1") as r:
+        api = json.loads(r.read())
+    assert page.locator("#fit-result").get_attribute("data-verdict") == api["verdict"] == "fits"
+    assert page.locator("#kv-pool").inner_text() == f"{api['kv_pool_tokens']:,}"
+    assert page.locator("#max-context").inner_text() == f"{api['max_context']:,}"
+    page.screenshot(path=str(artifacts / "fit.png"), full_page=True)
+    page.goto(f"{site}/recipes/{SLUG_000}")
+    assert "model facts unknown" in page.locator("[data-section=fit]").inner_text()
