@@ -13,6 +13,8 @@ Session-scoped (built once, torn down at the end):
 - ``engine_image_in_podman``: ``engine_image`` loaded into this machine's podman storage.
 - ``slurm_cluster``: a private Slurm cluster (munged, slurmctld, 2 slurmd) written as the lair
   cluster ``test-slurm`` (kind ``slurm``, container ``none``). Needs root and slurm-wlm + munge.
+- ``slurm_netns_cluster``: the same with each slurmd in its own network-namespace node (its own
+  address), cluster ``test-slurm-netns``.
 - ``tiny_model``: path of a tiny random GGUF (its Hugging Face folder is beside it, ``hf/``).
 - ``vllm_venv`` / ``sglang_venv``: the cached engine venvs (:mod:`lair.testing.engines`).
 """
@@ -36,6 +38,7 @@ __all__ = [
     "lair_home",
     "sglang_venv",
     "slurm_cluster",
+    "slurm_netns_cluster",
     "ssh_nodes",
     "ssh_nodes_docker",
     "tiny_model",
@@ -118,3 +121,10 @@ def slurm_cluster(lair_home: Path) -> Iterator[SlurmCluster]:
         print(f"slurm up in {sc.up_s:.2f}s", file=sys.stderr)
         yield sc
     print(f"slurm down in {sc.down_s:.2f}s", file=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def slurm_netns_cluster(lair_home: Path) -> Iterator[SlurmCluster]:
+    with NetnsNodes(2) as nodes, SlurmCluster(netns=nodes) as sc:
+        sc.write_cluster("test-slurm-netns", lair_home / "clusters.toml")
+        yield sc

@@ -4,9 +4,14 @@
         sc.env                              # {"SLURM_CONF": ...} for sbatch, squeue, scancel ...
         sc.write_cluster("test-slurm", clusters_toml)   # a lair cluster of kind "slurm"
 
+    with NetnsNodes(2) as nodes, SlurmCluster(netns=nodes) as sc:   # each slurmd in a node's
+        ...                                                          # network namespace, at its address
+
 Everything lives under one folder (``slurm_up.sh`` / ``slurm_down.sh`` beside this module): its own
-munge key and socket, state, logs and ports, so the host's Slurm (if any) is left alone. Every
-slurmd runs on 127.0.0.1 (nodes share this machine's address). ``up_s`` / ``down_s`` are measured.
+munge key and socket, state, logs and ports, so the host's Slurm (if any) is left alone. Without
+``netns`` every slurmd runs on 127.0.0.1 (the nodes share this machine's address); with it, each
+slurmd (and so every step it runs) lives in one node's network namespace and Slurm knows the node
+at that address, while slurmctld listens on the nodes' bridge. ``up_s`` / ``down_s`` are measured.
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lair.testing.nodes import NetnsNodes
 
 __all__ = ["SlurmCluster", "live_slurmstepd"]
 
@@ -60,8 +69,8 @@ def live_slurmstepd() -> list[int]:
 
 
 class SlurmCluster:
-    def __init__(self, nodes: int = 2, cpus: int = 4) -> None:
-        self.nodes, self.cpus = nodes, cpus
+    def __init__(self, nodes: int = 2, cpus: int = 4, netns: NetnsNodes | None = None) -> None:
+        self.nodes, self.cpus, self.netns = (len(netns.nodes) if netns else nodes), cpus, netns
         self.base = Path(tempfile.mkdtemp(prefix="lair-slurm-", dir="/var/tmp"))
         self.base.rmdir()  # slurm_up.sh creates it (and refuses one that exists)
         self.up_s = self.down_s = 0.0
@@ -94,6 +103,9 @@ class SlurmCluster:
             "SLURM_NODE_CPUS": str(self.cpus),
             "SLURM_PORT_BASE": str(_port_base(self.nodes)),
         }
+        if self.netns is not None:
+            env["SLURM_NETNS"] = " ".join(f"{n.netns}={n.address}" for n in self.netns.nodes)
+            env["SLURM_CTLD_ADDR"] = f"{self.netns.subnet}.1"
         t0 = time.monotonic()
         res = self._script("slurm_up.sh", env)
         self.up_s = time.monotonic() - t0

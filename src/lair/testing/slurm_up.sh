@@ -2,6 +2,9 @@
 # Bring up a throw-away Slurm cluster (munged + slurmctld + N slurmd) on loopback,
 # entirely under $SLURM_BASE. Needs root and: apt-get install --no-install-recommends slurm-wlm munge
 # Usage: slurm_up.sh   (env: SLURM_BASE, SLURM_NODES, SLURM_NODE_CPUS, SLURM_PORT_BASE,
+#                      SLURM_NETNS="NETNS=ADDR ..." -> one slurmd per network namespace at its own
+#                      address (SLURM_NODES is then their count), SLURM_CTLD_ADDR = this host's
+#                      address the namespaces reach (their bridge's),
 #                      SLURM_ACCOUNTING=1 -> also MariaDB + slurmdbd so sacct works;
 #                      needs apt-get install --no-install-recommends slurmdbd mariadb-server)
 # Afterwards:  export SLURM_CONF=$SLURM_BASE/etc/slurm.conf   (printed on stdout)
@@ -13,6 +16,9 @@ ACCT=${SLURM_ACCOUNTING:-0}
 CPUS=${SLURM_NODE_CPUS:-4}          # per fake node; may exceed real cores (config_overrides)
 PORT=${SLURM_PORT_BASE:-16817}      # ctld=PORT, slurmdbd=PORT+1, mariadb=PORT+2, slurmd i=PORT+10+i
 HOST=$(hostname -s)
+NETNS=${SLURM_NETNS:-}
+CTLD_ADDR=${SLURM_CTLD_ADDR:-127.0.0.1}
+if [ -n "$NETNS" ]; then NODES=$(echo $NETNS | wc -w); fi
 
 if [ -e "$BASE" ]; then echo "refusing: $BASE exists (run slurm_down.sh)" >&2; exit 1; fi
 mkdir -p "$BASE"/{etc,munge,state,log,pids} && chmod 0755 "$BASE" "$BASE"/*
@@ -40,9 +46,18 @@ fi
 
 # ---- slurm.conf
 LAST=$((PORT + 10 + NODES))
+NODE_LINES="NodeName=n[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[$((PORT + 11))-$LAST] CPUs=$CPUS RealMemory=1000 State=UNKNOWN"
+if [ -n "$NETNS" ]; then  # one line per node: its own address
+  NODE_LINES=""; i=0
+  for spec in $NETNS; do
+    i=$((i + 1))
+    NODE_LINES="$NODE_LINES
+NodeName=n$i NodeHostname=$HOST NodeAddr=${spec#*=} Port=$((PORT + 10 + i)) CPUs=$CPUS RealMemory=1000 State=UNKNOWN"
+  done
+fi
 cat > "$BASE/etc/slurm.conf" <<EOF
 ClusterName=lairtest
-SlurmctldHost=$HOST(127.0.0.1)
+SlurmctldHost=$HOST($CTLD_ADDR)
 SlurmctldPort=$PORT
 SlurmUser=root
 SlurmdUser=root
@@ -76,7 +91,7 @@ InactiveLimit=0
 KillWait=2
 MinJobAge=600
 MessageTimeout=10
-NodeName=n[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[$((PORT + 11))-$LAST] CPUs=$CPUS RealMemory=1000 State=UNKNOWN
+$NODE_LINES
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 export SLURM_CONF="$BASE/etc/slurm.conf"
@@ -123,9 +138,12 @@ fi
 # ---- daemons: foreground mode (-D) in the background; PIDs recorded for slurm_down.sh
 setsid slurmctld -D -i -f "$SLURM_CONF" >>"$BASE/log/slurmctld.out" 2>&1 < /dev/null &
 echo $! > "$BASE/pids/slurmctld.fg.pid"
+set -- $NETNS
 for i in $(seq 1 "$NODES"); do
   mkdir -p "$BASE/spool/n$i"
-  setsid slurmd -D -N "n$i" -f "$SLURM_CONF" >>"$BASE/log/slurmd-n$i.out" 2>&1 < /dev/null &
+  ns=()
+  if [ -n "$NETNS" ]; then spec=${!i}; ns=(nsenter "--net=${spec%%=*}"); fi
+  setsid "${ns[@]}" slurmd -D -N "n$i" -f "$SLURM_CONF" >>"$BASE/log/slurmd-n$i.out" 2>&1 < /dev/null &
   echo $! > "$BASE/pids/slurmd-n$i.fg.pid"
 done
 

@@ -266,3 +266,35 @@ def test_foreground_run_stopped_from_another_shell(slurm_cluster: SlurmCluster, 
     assert "SIGTERM: stopping" in err and f"run {run_id} stopped" in err
     assert json.loads(lair("status", run_id, "--json", check=True).stdout)[0]["state"] == "stopped"
     assert_nothing_left(slurm_cluster, run_id)
+
+
+def test_two_nodes_each_at_its_own_address(
+    slurm_netns_cluster: SlurmCluster,
+    lair_home: Path,
+    tmp_path: Path,
+    markers: Path,
+    roles: Path,
+    tiny_model: Path,
+) -> None:
+    """Each slurmd in its own network namespace: the plan's head address and every rank's wiring
+    come from the addresses of the nodes Slurm allocated."""
+    assert slurm_netns_cluster.netns is not None
+    addrs = [n.address for n in slurm_netns_cluster.netns.nodes]
+    recipe = Path(_two_nodes(tmp_path, markers, roles, tiny_model))
+    recipe.write_text(recipe.read_text().replace('host = "127.0.0.1"', 'host = "0.0.0.0"'))
+    res = lair("launch", str(recipe), "--cluster", "test-slurm-netns", *BENCH, "--json", timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    run_id = out["run_id"]
+    assert f"job {_job(lair_home, run_id)['job_id']} on n1 ({addrs[0]}), n2 ({addrs[1]})" in res.stderr
+    assert f"waiting for http://{addrs[0]}:" in res.stderr  # readiness polled at the head's address
+    assert out["bench"]["cells"][0]["completion_tokens"] == 16
+    worker = lair("logs", run_id, "--node", "1", check=True).stdout
+    assert (
+        f"worker rank 1 of 2 at {addrs[1]} reached {addrs[0]}:29501: hello from rank 0 at {addrs[0]}"
+        in worker
+    )
+    plan = json.loads((lair_home / "runs" / run_id / "plan.json").read_text())
+    assert [n["lair_env"]["LAIR_MASTER_ADDR"] for n in plan["nodes"]] == [addrs[0], addrs[0]]
+    assert_after_stop_ran(markers)
+    assert_nothing_left(slurm_netns_cluster, run_id)
