@@ -98,6 +98,7 @@ def fingerprint(
     *,
     image: str | None = None,
     engine_version: str | None = None,
+    engine: dict[str, Any] | None = None,
     recipe_sha256: str | None = None,
 ) -> dict[str, Any]:
     """The fingerprint; ``where`` is a folder on the disk whose size is recorded."""
@@ -114,6 +115,7 @@ def fingerprint(
         "python": platform.python_version(),
         "image": _image(image) if image else None,
         "engine_version": engine_version,
+        "engine": engine or {},
         "lair_version": __version__,
         "recipe_sha256": recipe_sha256,
     }

@@ -22,6 +22,7 @@ from lair.bench import SCHEMA_VERSION, BenchResult
 from lair.errors import BenchError
 from lair.report.fingerprint import fingerprint, sha256_file
 from lair.report.render import html_page, markdown
+from lair.report.roofline import roofline_markdown
 
 __all__ = ["REPORT_FILES", "load_report", "report_dir", "write_run_report"]
 
@@ -97,10 +98,12 @@ def write_run_report(
     secrets = sorted({*_secrets(values, api_key), *(v for v in secrets if v)}, key=len, reverse=True)
     recipe_info = _write_recipe(out, recipe_path, values, secrets)
     bench, requests = _bench_doc(results)
+    engine = _engine(recipe_path, bench, engine_version)
     fp = fingerprint(
         out,
         image=image,
-        engine_version=engine_version or bench.get("server_version"),
+        engine_version=" ".join(x for x in (engine.get("name"), engine.get("version")) if x) or None,
+        engine=engine,
         recipe_sha256=recipe_info.get("sha256"),
     )
     doc = {
@@ -118,9 +121,62 @@ def write_run_report(
     _dump(out / "fingerprint.json", fp)
     with (out / "requests.jsonl").open("w") as f:
         f.writelines(json.dumps(row, separators=(",", ":")) + "\n" for row in requests)
-    (out / "report.md").write_text(markdown(doc))
-    (out / "report.html").write_text(html_page(doc))
+    roofline = _roofline(out, doc)
+    (out / "report.md").write_text(markdown(doc) + (roofline_markdown(roofline) if roofline else ""))
+    (out / "report.html").write_text(html_page(doc, roofline))
     return out
+
+
+def _roofline(out: Path, doc: dict[str, Any]) -> Any:
+    """The cells against their ceilings, as far as the recipe and the machine tell (never fails)."""
+    from lair.errors import LairError
+    from lair.report.roofline import rate_report
+
+    try:
+        return rate_report(out, doc)
+    except LairError as exc:
+        from lair.report.roofline import RooflineRows
+
+        return RooflineRows(missing=f"no roofline: {exc.message}")
+
+
+_PACKAGES = {"xllamacpp": "xllamacpp", "vllm": "vllm", "sglang": "sglang"}
+"""Engines whose Python package, when the run was local, names the version the server does not."""
+
+
+def _engine(recipe_path: str | Path | None, bench: Mapping[str, Any], given: str | None) -> dict[str, Any]:
+    """The engine's name and version: what the caller knows, else the server's own answer
+    (``/version``, ``/props``), else the version of the engine's package installed here."""
+    server = bench.get("server") or {}
+    name, version, source = server.get("engine"), given or server.get("version"), "server"
+    engine = _recipe_engine(recipe_path)
+    if version is None and engine in _PACKAGES:
+        version = _package_version(_PACKAGES[engine])
+        source = "its package installed here" if version else ""
+        if engine == "xllamacpp":  # the wheel's version: llama.cpp's own build says b0-unknown
+            name = "llama.cpp (xllamacpp)"
+    return {"name": name or engine, "version": version, "source": source if version else ""}
+
+
+def _recipe_engine(recipe_path: str | Path | None) -> str | None:
+    if recipe_path is None:
+        return None
+    from lair.errors import LairError
+    from lair.recipe import load_recipe
+
+    try:
+        return load_recipe(recipe_path).engine
+    except LairError:
+        return None
+
+
+def _package_version(dist: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _write_recipe(

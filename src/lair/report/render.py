@@ -4,10 +4,11 @@ inline SVG plot of tok/s against context. Everything renders from the ``results.
 from __future__ import annotations
 
 import html
-import math
 from typing import Any
 
-__all__ = ["COLUMNS", "html_page", "markdown", "svg_plot", "table_rows"]
+from lair.report.charts import metric_chart
+
+__all__ = ["COLUMNS", "charts", "html_page", "markdown", "table_rows"]
 
 COLUMNS = (
     ("context", "context"),
@@ -65,9 +66,19 @@ def _fingerprint_lines(fp: dict[str, Any]) -> list[str]:
         f"- RAM: {ram / 2**30:.1f} GiB" if ram else "- RAM: unknown",
         f"- OS: {fp.get('os')}, kernel {fp.get('kernel')}",
         f"- image: {image.get('name')} {image.get('id') or ''}".rstrip() if image else "- image: none",
-        f"- engine: {fp.get('engine_version') or 'unknown'}; lair {fp.get('lair_version')}",
+        f"- engine: {engine_label(fp)}; lair {fp.get('lair_version')}",
         f"- recipe sha256: {fp.get('recipe_sha256') or '-'}",
     ]
+
+
+def engine_label(fp: dict[str, Any]) -> str:
+    """``llama.cpp (xllamacpp 0.2.1, installed package)``, ``vllm 0.11.0 (server /version)``."""
+    eng = fp.get("engine") or {}
+    name, version, source = eng.get("name"), eng.get("version"), eng.get("source")
+    if not name and not version:
+        return str(fp.get("engine_version") or "unknown")
+    text = " ".join(str(x) for x in (name, version) if x)
+    return text + (f" ({source})" if source else "")
 
 
 def _meta_line(doc: dict[str, Any]) -> str:
@@ -96,72 +107,56 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(head).rstrip() + "\n"
 
 
-_W, _H, _PAD = 640, 300, 48
-_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+_CHARTS = (
+    ("decode_tok_s_per_stream", "decode per stream", "tok/s"),
+    ("decode_tok_s_aggregate", "decode, all streams together", "tok/s"),
+    ("prefill_tok_s", "prefill", "tok/s"),
+    ("ttft_ms_p50", "time to first token, p50", "ms"),
+)
 
 
-def _series(doc: dict[str, Any], key: str) -> dict[int, list[tuple[float, float]]]:
-    out: dict[int, list[tuple[float, float]]] = {}
-    for c in doc["bench"]["cells"]:
-        if c.get(key) is not None:
-            out.setdefault(c["concurrency"], []).append((float(c["context"]), float(c[key])))
-    return {k: sorted(v) for k, v in sorted(out.items())}
+def charts(doc: dict[str, Any]) -> str:
+    """The report's SVG charts; the all-streams chart only when some cell ran several streams."""
+    cells = doc["bench"]["cells"]
+    several = any(int(c["concurrency"]) > 1 for c in cells)
+    keys = [k for k in _CHARTS if several or k[0] != "decode_tok_s_aggregate"]
+    return "".join(metric_chart(cells, key, title, unit) for key, title, unit in keys)
 
 
-def _text(x: float, y: float, s: str, anchor: str = "middle", fill: str = "#222") -> str:
-    attrs = f'x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="11" fill="{fill}"'
-    return f"<text {attrs}>{html.escape(s)}</text>"
+def _roofline_html(roofline: Any) -> str:
+    """The roofline table: each cell's decode and prefill as % of its ceiling (or why there is none)."""
+    if roofline is None:
+        return ""
+    if not roofline.rows:
+        return f"<h2>Roofline</h2><p class='muted'>{html.escape(roofline.missing)}</p>"
+    head = ("context", "conc", "decode tok/s/stream", "ceiling", "% of roofline", "prefill tok/s", "ceiling",
+            "% of roofline", "")  # fmt: skip
+    rows = []
+    for r in roofline.rows:
+        flag = "IMPLAUSIBLE: " + r["why"] if r["implausible"] else ""
+        cells = [f"{r['context']:,}", str(r["concurrency"]), _fmt(r["decode_tok_s"])]
+        cells += [_fmt(r["decode_roofline_tok_s"]), _pct(r["decode_pct"]), _fmt(r["prefill_tok_s"])]
+        cells += [_fmt(r["prefill_roofline_tok_s"]), _pct(r["prefill_pct"]), flag]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    title = html.escape(f"Roofline ({roofline.hardware}; {roofline.model})")
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    return f"<h2>{title}</h2><table class='roofline'><tr>{th}</tr>{''.join(rows)}</table>"
 
 
-def svg_plot(doc: dict[str, Any], key: str, title: str) -> str:
-    """An inline SVG line plot of ``key`` against context (log x when contexts span > 8x)."""
-    series = _series(doc, key)
-    pts = [p for s in series.values() for p in s]
-    if not pts:
-        return f"<p>{html.escape(title)}: no data</p>"
-    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-    logx = max(xs) / max(min(xs), 1) > 8
-
-    def fx(x: float) -> float:
-        lo, hi = (math.log(min(xs)), math.log(max(xs))) if logx else (min(xs), max(xs))
-        v = math.log(x) if logx else x
-        return _PAD + (v - lo) / ((hi - lo) or 1) * (_W - 2 * _PAD)
-
-    def fy(y: float) -> float:
-        return _H - _PAD - y / (max(ys) or 1) * (_H - 2 * _PAD)
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" role="img">']
-    parts.append(f'<text x="{_W / 2}" y="18" text-anchor="middle" font-size="14">{html.escape(title)}</text>')
-    parts.append(f'<line x1="{_PAD}" y1="{_H - _PAD}" x2="{_W - _PAD}" y2="{_H - _PAD}" stroke="#888"/>')
-    parts.append(f'<line x1="{_PAD}" y1="{_PAD}" x2="{_PAD}" y2="{_H - _PAD}" stroke="#888"/>')
-    parts.append(f'<text x="{_PAD - 4}" y="{_PAD}" text-anchor="end" font-size="10">{max(ys):,.0f}</text>')
-    for x in sorted(set(xs)):
-        parts.append(
-            f'<text x="{fx(x):.1f}" y="{_H - _PAD + 14}" text-anchor="middle" font-size="10">{x:,.0f}</text>'
-        )
-    for i, (conc, s) in enumerate(series.items()):
-        colour = _COLOURS[i % len(_COLOURS)]
-        line = " ".join(f"{fx(x):.1f},{fy(y):.1f}" for x, y in s)
-        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{line}"/>')
-        parts += [f'<circle cx="{fx(x):.1f}" cy="{fy(y):.1f}" r="3" fill="{colour}"/>' for x, y in s]
-        parts.append(
-            f'<text x="{_W - _PAD + 4}" y="{_PAD + 14 * i}" font-size="11" fill="{colour}">x{conc}</text>'
-        )
-    parts.append(
-        f'<text x="{_W / 2}" y="{_H - 8}" text-anchor="middle" font-size="11">context (tokens)</text>'
-    )
-    return "".join(parts) + "</svg>"
+def _pct(v: Any) -> str:
+    return "-" if v is None else f"{v:.1f}%"
 
 
 _CSS = (
     "body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse}"
     "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f3f3f3}"
-    "td:last-child{text-align:left}.muted{color:#666}"
+    "td:last-child{text-align:left}.muted{color:#666}svg{display:block;margin:1em 0}"
 )
 
 
-def html_page(doc: dict[str, Any]) -> str:
-    """A self-contained HTML page: table, plots, needle, machine. No external resources."""
+def html_page(doc: dict[str, Any], roofline: Any = None) -> str:
+    """A self-contained HTML page: table, charts, roofline, needle, machine. No external resources.
+    ``roofline`` is a :class:`lair.report.roofline.RooflineRows` (None: no section)."""
     b = doc["bench"]
     title = html.escape(f"{doc.get('run_name') or 'bench'}: {b['model']}")
     head = "".join(f"<th>{html.escape(t)}</th>" for _, t in COLUMNS)
@@ -169,20 +164,14 @@ def html_page(doc: dict[str, Any]) -> str:
         "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in table_rows(doc)
     )
     fp = "".join(f"<li>{html.escape(x[2:])}</li>" for x in _fingerprint_lines(doc.get("fingerprint") or {}))
-    plots = "".join(
-        svg_plot(doc, k, t)
-        for k, t in (
-            ("decode_tok_s_per_stream", "decode tok/s per stream"),
-            ("decode_tok_s_aggregate", "decode tok/s, all streams"),
-            ("prefill_tok_s", "prefill tok/s"),
-        )
-    )
+    plots = charts(doc)
     meta = html.escape(
         f"{b['url']} · {b['started_at']} → {b['finished_at']} · lair {doc.get('lair_version')}"
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{_CSS}</style>"
         f"</head><body><h1>{title}</h1><p class='muted'>{meta}</p><table><tr>{head}</tr>{body}</table>"
-        f"<p>{html.escape(_needle_line(doc))}</p><div>{plots}</div><h2>Machine</h2><ul>{fp}</ul>"
+        f"<p>{html.escape(_needle_line(doc))}</p><div>{plots}</div>{_roofline_html(roofline)}"
+        f"<h2>Machine</h2><ul>{fp}</ul>"
         "</body></html>\n"
     )

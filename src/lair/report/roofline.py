@@ -104,7 +104,10 @@ def rate_report(
             prefill_tok_s=cell.get("prefill_tok_s"),
             decode_tok_s=cell.get("decode_tok_s_per_stream"),
         )
-        rows.append(rate_row(facts, hw, layout, measured, decode_is_aggregate=False).as_dict())
+        row = rate_row(facts, hw, layout, measured, decode_is_aggregate=False).as_dict()
+        # rated at the prompt the server counted; labelled with the cell's context, as every table is
+        row.update(context=int(cell["context"]), prompt_tokens=cell.get("prompt_tokens"))
+        rows.append(row)
     return RooflineRows(rows=rows, hardware=f"{spec[1]}x {hw.device.name}", model=facts.name or str(path))
 
 

@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,9 @@ def test_bench_writes_a_complete_report_that_show_renders(
     _check_aggregate_per_repeat(rows, results["bench"]["cells"])
     assert results["bench"]["server"]["engine"] == "llama.cpp"
     assert results["bench"]["server"]["max_context"] == 1024  # --ctx 2048 over 2 slots, from /props
+    # llama.cpp's /props says build b0-unknown: the version is the xllamacpp wheel's that served it
+    assert results["fingerprint"]["engine"]["version"] == metadata.version("xllamacpp")
+    assert "b0-unknown" not in (folder / "report.html").read_text()
     assert "<svg" in (folder / "report.html").read_text()
 
     show = _lair("report", "show", str(folder))

@@ -58,7 +58,7 @@ def test_report_folder_without_recipe(tmp_path: Path) -> None:
     md = markdown(doc)
     assert "| 2,048 | 1 | 2,048 | 100.0 | 110.0 | 20,480.0 | 160.0 | 160.0 | 0 | ok |" in md
     page = (out / "report.html").read_text()
-    assert page.count("<svg") == 3 and "http://" not in page.replace("http://h:8000", "").replace(
+    assert page.count("<svg") == 4 and "http://" not in page.replace("http://h:8000", "").replace(
         'xmlns="http://www.w3.org/2000/svg"', ""
     )
 
