@@ -28,6 +28,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lair.cli.bench_cmds": ("bench", "report"),
     "lair.cli.fit_cmds": ("fit",),
     "lair.cli.registry_cmds": ("serve", "registry"),
+    "lair.cli.completion": ("completion",),
 }
 
 
@@ -50,7 +51,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         description="Local AI Recipes: check, plan, launch, benchmark and publish LLM serving recipes.",
     )
     parser.add_argument("--version", action="version", version=f"lair {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks and debug logs")
+    loud = parser.add_mutually_exclusive_group()
+    loud.add_argument("-v", "--verbose", action="store_true", help="show tracebacks and debug logs")
+    loud.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors on stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _modules_for(argv):
         importlib.import_module(name).register(sub)
@@ -61,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    from lair.cli._common import setup_logging
+
+    setup_logging(args.verbose, args.quiet)
     if not getattr(args, "handler", None):
         parser.print_help()
         return 0

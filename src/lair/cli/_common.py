@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from typing import Any
 
-__all__ = ["dump_json", "err", "use_color"]
+__all__ = ["dump_json", "err", "setup_logging", "use_color"]
+
+LOGGER = "lair"
 
 
 def dump_json(data: Any) -> None:
@@ -15,9 +18,43 @@ def dump_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
 
 
+class _Stderr(logging.Handler):
+    """Writes each record's message, as it is, to the *current* ``sys.stderr`` (tests swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(self.format(record), file=sys.stderr, flush=True)
+        except Exception:  # a closed or broken stream: logging must never raise
+            self.handleError(record)
+
+
+def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
+    """stdlib logging for ``lair`` to stderr: progress at INFO (the default), ``-v`` adds DEBUG (and
+    tracebacks), ``-q`` keeps only warnings and errors."""
+    log = logging.getLogger(LOGGER)
+    for h in list(log.handlers):
+        log.removeHandler(h)
+    handler = _Stderr()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
+    log.propagate = False
+
+
 def err(msg: str) -> None:
-    """Logs and progress go to stderr."""
-    print(msg, file=sys.stderr, flush=True)
+    """Logs and progress go to stderr, through the ``lair`` logger: a message starting with
+    ``error:`` or ``warning:`` at that level (shown even with ``-q``), anything else at INFO."""
+    level = (
+        logging.ERROR
+        if msg.startswith("error:")
+        else logging.WARNING
+        if msg.startswith("warning:")
+        else logging.INFO
+    )
+    log = logging.getLogger(LOGGER)
+    if not log.handlers:  # used outside main() (a library caller): still to stderr
+        setup_logging()
+    log.log(level, msg)
 
 
 def use_color() -> bool:

@@ -45,6 +45,7 @@ def register(sub: Any) -> None:
     q.add_argument("--env-via", choices=("stdin", "file", "accept-env"), help="how env values reach commands")
     q.add_argument("--ssh-config", metavar="PATH", help="OpenSSH config file to read")
     q.add_argument("--replace", action="store_true", help="overwrite an existing cluster")
+    q.add_argument("--json", action="store_true", help='print {"cluster", "kind", "nodes"}')
     q.set_defaults(handler=cmd_add)
     q = cs.add_parser("list", help="list clusters")
     q.add_argument("--json", action="store_true")
@@ -55,6 +56,7 @@ def register(sub: Any) -> None:
     q.set_defaults(handler=cmd_show)
     q = cs.add_parser("remove", help="remove a cluster from the inventory")
     q.add_argument("name", metavar="NAME")
+    q.add_argument("--json", action="store_true", help='print {"cluster", "removed"}')
     q.set_defaults(handler=cmd_remove)
 
     p = sub.add_parser("nodes", help="nodes per cluster: which ranks are free or held, by which run")
@@ -114,6 +116,8 @@ def cmd_add(args: argparse.Namespace) -> int:
     cluster: Cluster = parse_inventory({"clusters": {args.name: fields}}, "--node").get(args.name)
     saved = add_cluster(args.name, cluster, replace=args.replace)
     what = "Slurm cluster" if saved.kind == "slurm" else f"{len(saved.nodes)} node(s)"
+    if args.json:
+        dump_json({"cluster": args.name, "kind": saved.kind, "nodes": [n.name for n in saved.nodes]})
     err(f"cluster {args.name!r}: {what} saved")
     return 0
 
@@ -161,6 +165,8 @@ def cmd_remove(args: argparse.Namespace) -> int:
     from lair.inventory import remove_cluster
 
     remove_cluster(args.name)
+    if args.json:
+        dump_json({"cluster": args.name, "removed": True})
     err(f"cluster {args.name!r} removed")
     return 0
 

@@ -103,6 +103,7 @@ def register(sub: Any) -> None:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     p.add_argument("--node", metavar="N", help="rank or node name (default: every node, prefixed)")
     p.add_argument("-n", "--lines", type=int, default=100, metavar="N")
+    p.add_argument("--json", action="store_true", help='print {"run", "lines": [...]} (not with -f)')
     p.set_defaults(handler=cmd_logs)
 
     p = sub.add_parser("stop", help="stop a run (or --all) and verify nothing is left")
@@ -349,10 +350,21 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     from lair.launch import follow_logs
 
+    if args.json and args.follow:
+        from lair.errors import ConfigError
+
+        raise ConfigError("--json prints one document; it cannot follow", hint="drop -f, or drop --json")
+    collected: list[str] = []
+
     def emit(line: str) -> None:
-        print(line, flush=True)
+        if args.json:
+            collected.append(line)
+        else:
+            print(line, flush=True)
 
     follow_logs(args.run, node=args.node, follow=args.follow, lines=args.lines, emit=emit)
+    if args.json:
+        dump_json({"run": args.run, "lines": collected})
     return 0
 
 

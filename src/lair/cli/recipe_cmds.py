@@ -54,6 +54,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("set", help="set keys in a TOML recipe, keeping comments and layout")
     p.add_argument("file", metavar="FILE")
     p.add_argument("assignments", nargs="+", metavar="KEY=VALUE", help="dotted key; value as a TOML literal")
+    p.add_argument("--json", action="store_true", help='print {"file", "set": [KEY...]}')
     p.set_defaults(handler=cmd_set)
 
     _register_rig(sub)
@@ -81,8 +82,10 @@ def _register_rig(sub: Any) -> None:
     )
     q.add_argument("--capability", action="append", default=[], metavar="KEY=VALUE", help="e.g. gpus=false")
     q.add_argument("--cluster", help="default cluster for this rig")
+    q.add_argument("--json", action="store_true", help='print {"rig", "path", "updated"}')
     q.set_defaults(handler=cmd_rig_set)
     q = rs.add_parser("path", help="print the rig file's path")
+    q.add_argument("--json", action="store_true", help='print {"rig", "path", "exists"}')
     q.add_argument("name")
     q.set_defaults(handler=cmd_rig_path)
 
@@ -203,9 +206,12 @@ def cmd_set(args: argparse.Namespace) -> int:
         raise ConfigError(
             "lair set edits TOML recipes", hint="export to TOML first: lair export FILE -f toml"
         )
-    result = edit_toml(args.file, _pairs(args.assignments))
+    pairs = _pairs(args.assignments)
+    result = edit_toml(args.file, pairs)
     if not result.ok:
         raise RecipeError(result.errors)
+    if args.json:
+        dump_json({"file": str(args.file), "set": sorted(pairs)})
     err(f"updated {args.file}")
     return 0
 
@@ -251,6 +257,10 @@ def cmd_rig_set(args: argparse.Namespace) -> int:
         from lair.errors import ConfigError
 
         raise ConfigError("nothing to set", hint=f"lair rig set {name} NAME=VALUE [--hardware gpu_count=2]")
+    if args.json:
+        from lair.rig import rig_path
+
+        dump_json({"rig": name, "path": str(rig_path(name)), "updated": True})
     err(f"rig {name} updated")
     return 0
 
@@ -258,7 +268,11 @@ def cmd_rig_set(args: argparse.Namespace) -> int:
 def cmd_rig_path(args: argparse.Namespace) -> int:
     from lair.rig import rig_path
 
-    print(rig_path(args.name))
+    path = rig_path(args.name)
+    if args.json:
+        dump_json({"rig": args.name, "path": str(path), "exists": path.is_file()})
+    else:
+        print(path)
     return 0
 
 
