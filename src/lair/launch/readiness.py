@@ -27,7 +27,8 @@ MAX_POLL_S = 1.0
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # nodes are never behind a proxy
 FATAL = re.compile(
     r"(?i)(traceback \(most recent call last\)|\berror\b|\bfatal\b|exception|couldn't|could not|cannot|"
-    r"failed|out of memory|segmentation fault|core dumped|\bkilled\b|address already in use)"
+    r"failed|out of memory|segmentation fault|core dumped|\bkilled\b|address already in use|not found|"
+    r"no such file)"
 )
 ROOT_CAUSE_MAX = 12
 _FIX = "fix the recipe or the node, then launch again"
@@ -73,7 +74,9 @@ async def _failure(ex: NodeExec, what: str, hint: str = _FIX) -> LaunchError:
     if cause:
         text += "\n  root cause (first error lines of the log):\n    " + "\n    ".join(cause)
     text += "\n  last log lines:\n    " + "\n    ".join(tail or ["(no output)"])
+    run_id = ex.plan.run.run_id
     text += f"\n  whole log: {ex.log_where()}"
+    text += f" (a rollback removes it; its last 500 lines stay: lair logs {run_id})"
     return LaunchError(text, hint=hint)
 
 

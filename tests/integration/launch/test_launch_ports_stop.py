@@ -123,3 +123,50 @@ def test_native_stop_ends_a_grandchild_and_concurrent_stops_tear_down_once(
     again = lair("stop", run_id, timeout=60)  # idempotent
     assert again.returncode == 0 and "stopped" in again.stderr
     assert_clean(lair_home, run_id)
+
+
+FAILING = (
+    "import sys\n"
+    "for i in range(40): print('loading shard', i, flush=True)\n"
+    "def load():\n"
+    "    raise ValueError('weights file is truncated: model-00002.safetensors')\n"
+    "try:\n"
+    "    load()\n"
+    "except ValueError:\n"
+    "    import traceback; traceback.print_exc()\n"
+    "for i in range(60): print('cleanup step', i, flush=True)\n"
+    "print('See root cause above', flush=True)\n"
+    "sys.exit(1)\n"
+)
+
+
+def test_an_engine_failure_shows_its_root_cause_and_the_log(tmp_path: Path, lair_home: Path) -> None:
+    import json
+
+    text = (
+        f'engine = "custom"\nruntime = "native"\nport = {free_port()}\nready_timeout_s = 30\n'
+        f'entrypoint = [{json.dumps(sys.executable)}, "-c", {json.dumps(FAILING)}]\n'
+    )
+    res = lair("launch", write_recipe(tmp_path / "recipe.toml", text), timeout=60)
+    assert res.returncode == 1
+    err = res.stderr
+    cause = err.index("root cause (first error lines of the log):")
+    assert err.index("Traceback (most recent call last):", cause) < err.index(
+        "ValueError: weights file", cause
+    )
+    assert "See root cause above" in err[err.index("last log lines:") :]  # the tail alone would hide it
+    assert re.search(r"whole log: /tmp/lair-[\w-]+-r0/engine\.log on local", err)
+
+
+def test_readiness_refuses_a_server_that_is_not_the_runs(
+    tmp_path: Path, markers: Path, lair_home: Path
+) -> None:
+    recipe = Path(_recipe(tmp_path, markers, free_port()))
+    recipe.write_text(
+        recipe.read_text().replace('served_model_name = "mine"', 'served_model_name = "theirs"')
+    )
+    res = lair("launch", str(recipe), "--detach", timeout=60)
+    assert res.returncode == 1
+    assert "is not this run's: it serves ['mine'] (HTTP 200), the run serves 'theirs'" in res.stderr
+    grandchild = int((markers / "grandchild.pid").read_text())
+    assert not pid_alive(grandchild)  # rolled back, descendants included
