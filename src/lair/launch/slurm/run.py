@@ -1,36 +1,30 @@
-"""``lair launch`` on a Slurm cluster: Slurm allocates, lair turns its plan into the job's steps.
-
-    launch_slurm(req, cluster, detach=, progress=, on_ready=) -> LaunchResult
-    stop_slurm(journal) / slurm_status(journal) / slurm_logs(journal, ...)
-
-1. The plan is built once on placeholder nodes (recipe, rig, trust are checked before anything is
-   submitted), then the main job is submitted (:func:`lair.plan.slurm.main_script`): it writes the
-   nodes Slurm gave it to ``JOB/status/nodes`` and waits for ``JOB/go``.
-2. Those nodes (their ``NodeAddr``) become the plan's nodes; the per-node scripts, env-files (0600)
-   and hook files are written into the job folder, the after_stop job is submitted
-   (``--dependency=afterany``, same nodes), and ``JOB/go`` lets the main job go on.
-3. Readiness is polled at the head's address while the job must keep running; then serve in the
-   foreground (Ctrl-C stops), detach, or run ``on_ready`` (a benchmark) and stop.
-4. Stop: ``scancel`` of the main job, the after_stop job runs, and lair waits until neither job nor
-   any of their steps is left in ``squeue``. Slurm's allocation replaces lair's leases.
-
-The job folder (``[clusters.X.slurm] job_dir``, default the run's journal folder) must be shared by
-this machine and the nodes, as Slurm clusters' home or scratch file systems are.
-"""
+"""One Slurm run driven from this process: placeholder plan, the main job, the allocation become
+the plan's nodes, the job folder's files, the after_stop job, readiness, serving, the end."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import signal
-import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lair.errors import LaunchError
+from lair.launch.slurm.jobs import (
+    ACTIVE_STATES,
+    POLL_S,
+    SlurmJob,
+    check_output,
+    finish,
+    job_name,
+    job_state,
+    job_states,
+    slurm_cmd,
+    status_file,
+    submit,
+    tail,
+)
 
 if TYPE_CHECKING:
     from lair.inventory import Cluster, Node
@@ -41,77 +35,9 @@ if TYPE_CHECKING:
     from lair.plan import Plan
     from lair.recipe import Recipe
 
-__all__ = ["is_slurm", "launch_slurm", "slurm_cluster", "slurm_logs", "slurm_status", "stop_slurm"]
+__all__ = ["launch_slurm", "prepare_placeholders", "slurm_cluster", "slurm_plan"]
 
-POLL_S = 0.2
 ALLOC_WAIT_S = 600.0  # pending in the queue, then the batch script's first lines
-END_WAIT_S = 120.0  # a cancelled job, then the after_stop job, to leave squeue
-ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
-INFO = "slurm.json"
-
-
-# ---- Slurm commands ------------------------------------------------------------------------------
-@dataclasses.dataclass
-class SlurmJob:
-    """What the journal keeps of a run's jobs (``<run>/slurm.json``)."""
-
-    job_dir: str
-    job_id: int
-    epilogue_id: int | None = None
-    slurm_conf: str | None = None
-    stop_requested: bool = False
-
-    def save(self, j: Journal) -> None:
-        tmp = j.dir / f".{INFO}.tmp"
-        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2), encoding="utf-8")
-        tmp.replace(j.dir / INFO)
-
-    @classmethod
-    def load(cls, j: Journal) -> SlurmJob:
-        return cls(**json.loads((j.dir / INFO).read_text(encoding="utf-8")))
-
-
-def _slurm(job: SlurmJob | str | None, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    conf = job.slurm_conf if isinstance(job, SlurmJob) else job
-    env = {**os.environ, **({"SLURM_CONF": conf} if conf else {})}
-    try:
-        res = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=env)
-    except FileNotFoundError:
-        raise LaunchError(
-            f"{argv[0]} is not installed here", hint="lair must run where Slurm's commands do"
-        ) from None
-    return res
-
-
-def _check(res: subprocess.CompletedProcess[str], what: str) -> str:
-    if res.returncode != 0:
-        raise LaunchError(f"{what} failed (exit {res.returncode}): {res.stderr.strip()[-500:]}")
-    return res.stdout
-
-
-def _submit(conf: str | None, script: Path, *extra: str) -> int:
-    out = _check(_slurm(conf, "sbatch", "--parsable", *extra, str(script)), "sbatch")
-    return int(out.strip().split(";")[0])
-
-
-def job_states(job: SlurmJob) -> dict[int, dict[str, Any]]:
-    """Every job squeue knows (22.05 ignores -j with --json: filtered here), by id."""
-    res = _slurm(job, "squeue", "--json", "--all")
-    data = json.loads(_check(res, "squeue --json"))
-    return {int(x["job_id"]): x for x in data.get("jobs", [])}
-
-
-def _state(job: SlurmJob, job_id: int | None) -> str:
-    if job_id is None:
-        return "NONE"
-    info = job_states(job).get(job_id)
-    return str(info["job_state"]) if info else "GONE"
-
-
-def _steps_left(job: SlurmJob) -> list[str]:
-    ids = {str(i) for i in (job.job_id, job.epilogue_id) if i is not None}
-    out = _check(_slurm(job, "squeue", "--steps", "--noheader", "--format=%i"), "squeue --steps")
-    return [s for s in out.split() if s.split(".")[0] in ids]
 
 
 # ---- placement ---------------------------------------------------------------------------------------
@@ -146,7 +72,9 @@ def _allocated(job: SlurmJob, names: list[str]) -> list[Node]:
     """The allocation's nodes in rank order, each at its ``NodeAddr``."""
     from lair.inventory import Node
 
-    out = _check(_slurm(job, "scontrol", "show", "node", "-o", ",".join(names)), "scontrol show node")
+    out = check_output(
+        slurm_cmd(job, "scontrol", "show", "node", "-o", ",".join(names)), "scontrol show node"
+    )
     addr = {}
     for line in out.splitlines():
         f = dict(w.split("=", 1) for w in line.split() if "=" in w)
@@ -202,10 +130,6 @@ def _write_plan(plan: Plan, recipe: Recipe, c: Cluster, job_dir: Path) -> None:
             _write(job_dir / f"r{n.rank}" / "secrets", secrets, 0o600)
 
 
-def _job_name(run_id: str) -> str:
-    return f"lair-{run_id}"
-
-
 def _submit_main(plan: Plan, recipe: Recipe, c: Cluster, job_dir: Path) -> int:
     from lair.plan.slurm import main_script, pyxis_options, sbatch_options
 
@@ -214,11 +138,11 @@ def _submit_main(plan: Plan, recipe: Recipe, c: Cluster, job_dir: Path) -> int:
     if plan.run.runtime != "native" and settings.container == "enroot":
         extra = " ".join(pyxis_options(plan, recipe, str(job_dir))) + " "
     opts = sbatch_options(recipe, settings)
-    script = main_script(str(job_dir), recipe.required_nodes, _job_name(plan.run.run_id), opts, extra)
+    script = main_script(str(job_dir), recipe.required_nodes, job_name(plan.run.run_id), opts, extra)
     _write(job_dir / "main.sbatch", script, 0o700)
     for sub in ("logs", "status"):  # sbatch opens its output file before the script runs
         (job_dir / sub).mkdir(mode=0o700, exist_ok=True)
-    return _submit(settings_conf(c), job_dir / "main.sbatch")
+    return submit(settings_conf(c), job_dir / "main.sbatch")
 
 
 def settings_conf(c: Cluster) -> str | None:
@@ -234,7 +158,7 @@ def _submit_epilogue(job: SlurmJob, c: Cluster, nodes: list[Node]) -> int:
     script = epilogue_script(job.job_dir, len(nodes), f"lair-after-{job.job_id}", opts)
     path = Path(job.job_dir) / "after_stop.sbatch"
     _write(path, script, 0o700)
-    return _submit(job.slurm_conf, path, f"--dependency=afterany:{job.job_id}")
+    return submit(job.slurm_conf, path, f"--dependency=afterany:{job.job_id}")
 
 
 # ---- the run ----------------------------------------------------------------------------------------------
@@ -261,17 +185,12 @@ class _Run:
         self.journal.save(self.record)
 
 
-def _status_file(job: SlurmJob, name: str) -> str | None:
-    p = Path(job.job_dir) / "status" / name
-    return p.read_text(encoding="utf-8").strip() if p.exists() else None
-
-
 def _wait_nodes(run: _Run) -> list[str]:
     deadline, said = time.monotonic() + ALLOC_WAIT_S, ""
     while time.monotonic() < deadline:
         if run.stop_signal:
             raise KeyboardInterrupt
-        names = _status_file(run.job, "nodes")
+        names = status_file(run.job, "nodes")
         if names:
             return names.split()
         info = job_states(run.job).get(run.job.job_id)
@@ -292,31 +211,23 @@ def _log_hint(job: SlurmJob) -> str:
     return f"see the job's output in {job.job_dir}/logs"
 
 
-def _tail(path: Path, n: int = 20) -> str:
-    if not path.exists():
-        return "(no output)"
-    return (
-        "\n    ".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:]) or "(no output)"
-    )
-
-
 def _failure(run: _Run) -> str | None:
     """Why the main job is not serving (None while it is): its verdict, the failed stage's log."""
     job = run.job
-    verdict = _status_file(job, "main")
-    state = _state(job, job.job_id)
+    verdict = status_file(job, "main")
+    state = job_state(job, job.job_id)
     if verdict is None and state in ACTIVE_STATES:
         return None
     if state == "CANCELLED" and not job.stop_requested:
         return f"job {job.job_id} was cancelled outside lair (scancel)"
     for stage in ("before_serve", "serve"):
         for n in run.plan.nodes:
-            rc = _status_file(job, f"{stage}-r{n.rank}.rc")
+            rc = status_file(job, f"{stage}-r{n.rank}.rc")
             if rc not in (None, "0"):
                 log = Path(job.job_dir) / "logs" / f"{stage}-r{n.rank}.log"
-                return f"{stage} failed on {n.name} (exit {rc}); its output:\n    {_tail(log)}"
-    batch = Path(job.job_dir) / "logs" / f"{_job_name(run.plan.run.run_id)}-{job.job_id}.out"
-    return f"job {job.job_id}: {verdict or state}; the batch script's output:\n    {_tail(batch)}"
+                return f"{stage} failed on {n.name} (exit {rc}); its output:\n    {tail(log)}"
+    batch = Path(job.job_dir) / "logs" / f"{job_name(run.plan.run.run_id)}-{job.job_id}.out"
+    return f"job {job.job_id}: {verdict or state}; the batch script's output:\n    {tail(batch)}"
 
 
 def _wait_ready(run: _Run) -> float:
@@ -346,7 +257,7 @@ def _end(run: _Run, *, failed: bool, why: str = "") -> list[str]:
     run.job.stop_requested = run.job.stop_requested or not why
     run.job.save(run.journal)
     run.save("stopping")
-    problems = _finish(run.job, run.say)
+    problems = finish(run.job, run.say)
     for n in run.record.nodes:
         n.errors += [p for p in problems if n.name in p]
     if problems and any("still" in p for p in problems):
@@ -355,31 +266,6 @@ def _end(run: _Run, *, failed: bool, why: str = "") -> list[str]:
     else:
         run.record.error = why
         run.save("failed" if failed else "stopped")
-    return problems
-
-
-def _finish(job: SlurmJob, say: Callable[[str], None]) -> list[str]:
-    problems: list[str] = []
-    if _state(job, job.job_id) in ACTIVE_STATES:
-        say(f"scancel {job.job_id}")
-        _slurm(job, "scancel", str(job.job_id))
-    for job_id, what in ((job.job_id, "job"), (job.epilogue_id, "after_stop job")):
-        deadline = time.monotonic() + END_WAIT_S
-        while _state(job, job_id) in ACTIVE_STATES and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-        state = _state(job, job_id)
-        if state in ACTIVE_STATES:
-            problems.append(f"{what} {job_id} is still {state} after {END_WAIT_S:g}s")
-        elif job_id is not None:
-            say(f"{what} {job_id}: {state}")
-    epi = _status_file(job, "epilogue")
-    if job.epilogue_id is not None and epi != "0":
-        problems.append(
-            f"after_stop exited {epi or 'without a status'}; see {job.job_dir}/logs/after_stop-r*.log"
-        )
-    left = _steps_left(job)
-    if left:
-        problems.append(f"job steps still in squeue: {', '.join(left)}")
     return problems
 
 
@@ -518,7 +404,7 @@ def _drive(run: _Run, dry: Prepared, detach: bool, on_ready: OnReady | None, res
 
 
 def _with_after_stop(msg: str, run: _Run, problems: list[str]) -> str:
-    epi = _status_file(run.job, "epilogue")
+    epi = status_file(run.job, "epilogue")
     ran = "after_stop ran on every node" if epi == "0" else f"after_stop: {epi or 'did not run'}"
     extra = "".join(f"\n  {p}" for p in problems)
     return (
@@ -533,7 +419,7 @@ def slurm_plan(req: Request, c: Cluster) -> tuple[Prepared, str]:
     prep = prepare_placeholders(req)
     opts = sbatch_options(_rendered(prep, req), _settings(c))
     job_dir = f"<{c.slurm.job_dir if c.slurm and c.slurm.job_dir else 'the run journal'}>/slurm"
-    name = _job_name(prep.plan.run.run_id)
+    name = job_name(prep.plan.run.run_id)
     return prep, main_script(job_dir, prep.recipe.required_nodes, name, opts)
 
 
@@ -541,66 +427,3 @@ def prepare_placeholders(req: Request) -> Prepared:
     from lair.launch.resolve import prepare
 
     return prepare(dataclasses.replace(req, place=_placeholders), lease=False)
-
-
-# ---- from any shell -----------------------------------------------------------------------------------
-def is_slurm(j: Journal) -> bool:
-    return (j.dir / INFO).exists()
-
-
-def stop_slurm(j: Journal, progress: Progress) -> RunRecord:
-    """Cancel the run's job, wait for its after_stop job, verify no job or step is left."""
-    job, record = SlurmJob.load(j), j.load()
-    job.stop_requested = True
-    job.save(j)
-    record.state = "stopping"
-    j.save(record)
-    problems = _finish(job, progress)
-    if any("still" in p for p in problems):
-        record.state, record.error = "stop-failed", "; ".join(problems)
-        j.save(record)
-        raise LaunchError("could not verify that the jobs ended:\n  " + "\n  ".join(problems))
-    record.state = "stopped"
-    record.error = "; ".join(problems)
-    j.save(record)
-    return record
-
-
-def slurm_status(j: Journal, d: dict[str, Any]) -> dict[str, Any]:
-    """``d`` (a run as data) with the job's squeue state; nodes are alive while it runs."""
-    job = SlurmJob.load(j)
-    info = job_states(job).get(job.job_id)
-    state = str(info["job_state"]) if info else "GONE"
-    d["slurm"] = {
-        "job_id": job.job_id,
-        "after_stop_job_id": job.epilogue_id,
-        "job_state": state,
-        "job_dir": job.job_dir,
-    }
-    for n in d["nodes"]:
-        n["alive"] = state == "RUNNING" and _status_file(job, "main") is None
-    return d
-
-
-def slurm_logs(j: Journal, ranks: list[int], follow: bool, lines: int, emit: Callable[[str], None]) -> None:
-    """The serve step's output of each rank (``JOB/logs/serve-rN.log``), with ``-f`` as it grows."""
-    job = SlurmJob.load(j)
-    record = j.load()
-    paths = {r: Path(job.job_dir) / "logs" / f"serve-r{r}.log" for r in ranks}
-    prefix = len(ranks) > 1
-    offsets: dict[int, int] = {}
-    for r, p in paths.items():
-        text = p.read_text(encoding="utf-8", errors="replace") if p.exists() else ""
-        for line in text.splitlines()[-lines:]:
-            emit(f"{record.nodes[r].name}| {line}" if prefix else line)
-        offsets[r] = len(text.encode())
-    while follow and _state(job, job.job_id) in ACTIVE_STATES:
-        time.sleep(0.5)
-        for r, p in paths.items():
-            if p.exists() and p.stat().st_size > offsets[r]:
-                with p.open("rb") as f:
-                    f.seek(offsets[r])
-                    data = f.read()
-                offsets[r] += len(data)
-                for line in data.decode(errors="replace").splitlines():
-                    emit(f"{record.nodes[r].name}| {line}" if prefix else line)
