@@ -265,3 +265,17 @@ def test_what_a_pod_cannot_express_is_an_error(tmp_path: Path, capsys: pytest.Ca
     manifest.write_text('engine = "vllm"\ndocker_image = "v:1"\nextra_mounts_manifest = "/tmp/m.txt"\n')
     assert main(["plan", str(manifest), "--target", "kubernetes"]) == 1
     assert "extra_mounts_manifest" in capsys.readouterr().err
+
+
+def test_what_a_pod_leaves_out_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = RECIPE.format(nodes=1, gpus=2).replace(
+        'ipc = "host"',
+        'ipc = "host"\npid = "host"\ncap_add = ["SYS_NICE"]\ndevices = ["/dev/dri/card0"]\n'
+        'ulimits = { memlock = "-1" }',
+    )
+    path = tmp_path / "r.toml"
+    path.write_text(text)
+    assert main(["plan", str(path), "--target", "kubernetes", "--accept"]) == 0
+    err = capsys.readouterr().err
+    for what in ("pid host", "cap_add SYS_NICE", "devices /dev/dri/card0", "ulimit memlock=-1", "after_stop"):
+        assert f"warning: left out {what}" in err
