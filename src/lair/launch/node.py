@@ -21,7 +21,7 @@ __all__ = ["NodeExec", "Progress"]
 
 Progress = Callable[[str], None]
 LOG_TAIL = 30
-MAIN_FIRST_S = 10.0  # at stop, how long the main process alone has to end its own tree
+MAIN_FIRST_S = 5.0  # at stop, how long the main process alone has to end its own tree
 ROOT_CAUSE_LINES = 2000  # how far back a failed engine's log is searched for the first error
 
 

@@ -264,6 +264,5 @@ def test_vllm_cpu_on_ray_fails_fast_with_the_servers_log(
     assert (
         "current platform cpu does not support ray" in lair("logs", run_id, "--node", "0", check=True).stdout
     )
-    assert stopped_within(res.stderr, 10)
     assert_clean(lair_home, run_id, ssh_nodes)
     assert [_netns_pids(n.name) for n in ssh_nodes.nodes] == [[], []]
