@@ -50,6 +50,15 @@ def register(sub: Any) -> None:
     s.add_argument("--db", metavar="URL", help=DB_HELP)
     s.add_argument("--json", action="store_true", help="print one JSON document")
     s.set_defaults(handler=cmd_seed)
+    u = rs.add_parser("user", help="registry accounts (for operators and tests)")
+    us = u.add_subparsers(dest="user_command", metavar="ACTION", required=True)
+    ua = us.add_parser("add", help="create an account and print an API token for it (shown once)")
+    ua.add_argument("name", metavar="NAME")
+    ua.add_argument("--admin", action="store_true", help="the account may hide recipes and users")
+    ua.add_argument("--scopes", default="read,publish", help="token scopes: read, publish (default both)")
+    ua.add_argument("--db", metavar="URL", help=DB_HELP)
+    ua.add_argument("--json", action="store_true", help="print one JSON document")
+    ua.set_defaults(handler=cmd_user_add)
     e = rs.add_parser("export-static", help="write the JSON API and the pages as files with the same URLs")
     e.add_argument("dir", metavar="DIR", help="output folder")
     e.add_argument("--db", metavar="URL", help=DB_HELP)
@@ -79,6 +88,31 @@ def cmd_seed(args: argparse.Namespace) -> int:
     dump_json({"ok": True, "added": added}) if args.json else err(
         f"seeded {len(added)} recipe(s): {', '.join(added) or '-'}"
     )
+    return 0
+
+
+def cmd_user_add(args: argparse.Namespace) -> int:
+    import getpass
+    import os
+    import sys
+
+    from lair.registry.db.engine import make_engine, migrate
+    from lair.registry.service.accounts import create_token, create_user
+
+    # a password only from the environment or an interactive prompt, never from argv
+    password = os.environ.get("LAIR_REGISTRY_PASSWORD") or (
+        getpass.getpass("password (empty: token only): ") if sys.stdin.isatty() else ""
+    )
+    engine = make_engine(args.db)
+    migrate(engine)
+    with engine.begin() as conn:
+        uid = create_user(conn, args.name, password or None, admin=args.admin)
+        token = create_token(conn, uid, "cli", tuple(s.strip() for s in args.scopes.split(",") if s.strip()))
+    if args.json:
+        dump_json({"ok": True, "name": args.name, "admin": args.admin, "token": token})
+    else:
+        print(token)
+        err(f"created {args.name}{' (admin)' if args.admin else ''}; the token above is shown once")
     return 0
 
 

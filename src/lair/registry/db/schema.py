@@ -27,7 +27,18 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "Measurement", "Recipe", "RecipeTag", "RegistryVersion", "Revision", "User", "Vote"]
+__all__ = [
+    "ApiToken",
+    "Base",
+    "Measurement",
+    "Recipe",
+    "RecipeTag",
+    "RegistryVersion",
+    "Revision",
+    "Session",
+    "User",
+    "Vote",
+]
 
 
 class Base(DeclarativeBase):
@@ -165,3 +176,36 @@ class RegistryVersion(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     n: Mapped[int] = mapped_column(BigInteger, default=0)
     changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Session(Base):
+    """A signed-in browser: the cookie holds a random id, the table its sha256 (a leak of the table is
+    no session); the CSRF secret goes into every form of the session's pages."""
+
+    __tablename__ = "sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    csrf: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_sessions_user", "user_id"),)
+
+
+class ApiToken(Base):
+    """A CLI token: shown once, stored as its sha256, scoped (``read``, ``publish``), revocable."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(100), default="")
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    scopes: Mapped[str] = mapped_column(String(100), default="read")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_api_tokens_user", "user_id"),)

@@ -16,9 +16,9 @@ from starlette.staticfiles import StaticFiles
 
 from lair.errors import RegistryError
 from lair.registry.db.engine import connect_url, default_url, make_engine
-from lair.registry.web import routes
+from lair.registry.web import routes, writes
 from lair.registry.web.cache import ResponseCache, make_versions
-from lair.registry.web.middleware import CacheMiddleware
+from lair.registry.web.middleware import CacheMiddleware, _SecureSend
 from lair.registry.web.render import envelope, html
 
 __all__ = ["create_app", "factory"]
@@ -70,7 +70,17 @@ def _routes() -> list[Any]:
         Route("/recipes/{slug}/placeholders.json", r.placeholders_json),
         Route("/recipes/{slug}/fit", r.fit),
         Route("/recipes/{slug}/fit.json", r.fit_json),
-        Route("/api/v1/recipes", r.api_list),
+        Route("/api/v1/recipes", r.api_list, methods=["GET", "HEAD"]),
+        Route("/api/v1/recipes", writes.create_recipe, methods=["POST"]),
+        Route("/api/v1/recipes/{slug}/revisions", writes.create_revision, methods=["POST"]),
+        Route("/api/v1/recipes/{slug}/diff", writes.diff),
+        Route("/api/v1/recipes/{slug}/fork", writes.fork, methods=["POST"]),
+        Route("/api/v1/recipes/{slug}/vote", writes.vote, methods=["PUT", "DELETE"]),
+        Route("/api/v1/recipes/{slug}/hidden", writes.hide, methods=["PUT", "DELETE"]),
+        Route("/api/v1/measurements/{id}/retract", writes.retract, methods=["POST"]),
+        Route("/api/v1/users", writes.sign_up, methods=["POST"]),
+        Route("/api/v1/session", writes.sign_in, methods=["POST"]),
+        Route("/api/v1/session", writes.sign_out, methods=["DELETE"]),
         Route("/api/v1/recipes/{name}", r.api_recipe),
         Route("/api/v1/recipes/{slug}/revisions/{name}", r.api_revision),
         Route("/api/v1/recipes/{slug}/placeholders", r.placeholders_json),
@@ -122,6 +132,7 @@ class _NoCache:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             scope.setdefault("state", {})["data_version"] = await self.versions.current()
+            send = _SecureSend(send)
         await self.app(scope, receive, send)
 
 

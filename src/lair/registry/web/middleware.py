@@ -10,6 +10,7 @@ from __future__ import annotations
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from lair.registry.web.auth import SECURITY_HEADERS
 from lair.registry.web.cache import Entry, ResponseCache, Versions, etag_of
 
 __all__ = ["CACHE_HEADER", "CacheMiddleware"]
@@ -23,6 +24,18 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
         if k == name:
             return bytes(v)
     return None
+
+
+def _personal(scope: Scope) -> bool:
+    """A signed-in request (token or session cookie): never served from, nor stored in, the cache."""
+    return any(
+        k == b"authorization" or (k == b"cookie" and b"lair_session=" in v) for k, v in scope["headers"]
+    )
+
+
+def _secured(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    have = {k for k, _ in headers}
+    return headers + [(k, v) for k, v in SECURITY_HEADERS if k not in have]
 
 
 def _not_modified(scope: Scope, e: Entry) -> bool:
@@ -43,8 +56,12 @@ class CacheMiddleware:
         self.app, self.versions, self.cache = app, versions, cache
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if scope["method"] not in ("GET", "HEAD") or _personal(scope):
+            scope.setdefault("state", {})["data_version"] = await self.versions.current()
+            await self.app(scope, receive, _SecureSend(send))
             return
         version = await self.versions.current()
         key = b"%s\x00%s?%s" % (_header(scope, b"host") or b"", scope["raw_path"], scope["query_string"])
@@ -81,7 +98,9 @@ class _Capture:
             if any(k == CACHE_HEADER for k, _ in headers) and message["status"] == 200:
                 self.start = message | {"headers": [(k, v) for k, v in headers if k != CACHE_HEADER]}
                 return
-            await self.send(message | {"headers": [(k, v) for k, v in headers if k != CACHE_HEADER]})
+            await self.send(
+                message | {"headers": _secured([(k, v) for k, v in headers if k != CACHE_HEADER])}
+            )
             return
         if self.start is None or message["type"] != "http.response.body":
             await self.send(message)
@@ -96,8 +115,19 @@ class _Capture:
         etag = etag_of(body)
         headers = [(k, v) for k, v in self.start["headers"] if k != b"content-length"]
         headers += [(b"content-length", str(len(body)).encode()), (b"etag", etag)]
+        headers = _secured(headers)
         lm = next((v for k, v in headers if k == b"last-modified"), None)
         entry = Entry(self.version, self.start["status"], headers, body, etag, lm)
         if self.scope["method"] == "GET":
             self.mw.cache.put(self.key, entry)
         await self.mw._send(self.scope, self.send, entry)
+
+
+class _SecureSend:
+    def __init__(self, send: Any) -> None:
+        self.send = send
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = message | {"headers": _secured(list(message.get("headers", [])))}
+        await self.send(message)

@@ -1,0 +1,167 @@
+"""Accounts: users with argon2 password hashes, browser sessions and API tokens.
+
+Tokens and session ids are random (``secrets``), handed out once and stored only as their sha256;
+an :class:`Actor` is who a request acts as. Authorization lives in :mod:`.community`, not in templates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import cache
+from typing import cast
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from lair.errors import RegistryError
+from lair.registry.db.schema import ApiToken, Session
+from lair.registry.service.publish import USERS, bump_version, now
+
+__all__ = [
+    "SCOPES",
+    "Actor",
+    "authenticate",
+    "create_session",
+    "create_token",
+    "create_user",
+    "revoke_session",
+    "revoke_token",
+    "session_actor",
+    "token_actor",
+]
+
+SESSIONS = cast(sa.Table, Session.__table__)
+TOKENS = cast(sa.Table, ApiToken.__table__)
+SCOPES = ("read", "publish")
+NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
+SESSION_DAYS = 14
+MIN_PASSWORD = 10
+
+
+@dataclass(frozen=True)
+class Actor:
+    id: int
+    name: str
+    is_admin: bool = False
+    scopes: tuple[str, ...] = SCOPES
+    csrf: str = ""
+
+    def can(self, scope: str) -> bool:
+        return scope in self.scopes
+
+
+def _hasher() -> object:
+    from argon2 import PasswordHasher
+
+    return PasswordHasher()
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_user(conn: Connection, name: str, password: str | None = None, *, admin: bool = False) -> int:
+    if not NAME_RE.match(name):
+        raise RegistryError(422, "invalid", "a user name is 1-40 lowercase letters, digits and inner hyphens")
+    if password is not None and len(password) < MIN_PASSWORD:
+        raise RegistryError(422, "invalid", f"a password has at least {MIN_PASSWORD} characters")
+    if conn.execute(sa.select(USERS.c.id).where(USERS.c.name == name)).first():
+        raise RegistryError(409, "conflict", f"the name {name!r} is taken")
+    pw = _hasher().hash(password) if password is not None else None  # type: ignore[attr-defined]
+    values = {"name": name, "display_name": name, "is_admin": admin, "password_hash": pw, "created_at": now()}
+    uid = int(conn.execute(sa.insert(USERS).values(**values).returning(USERS.c.id)).scalar_one())
+    bump_version(conn)
+    return uid
+
+
+def authenticate(conn: Connection, name: str, password: str) -> Actor:
+    """The user for a name and password; one message for an unknown name and a wrong password."""
+    from argon2.exceptions import VerifyMismatchError
+
+    row = conn.execute(sa.select(USERS).where(USERS.c.name == name, USERS.c.hidden == sa.false())).first()
+    hasher = _hasher()
+    stored = row.password_hash if row is not None and row.password_hash else None
+    try:
+        hasher.verify(stored or _dummy_hash(), password)  # type: ignore[attr-defined]
+        if stored is None:
+            raise VerifyMismatchError
+    except Exception:
+        raise RegistryError(401, "unauthorized", "wrong user name or password") from None
+    assert row is not None
+    return Actor(row.id, row.name, bool(row.is_admin))
+
+
+@cache
+def _dummy_hash() -> str:
+    """Verified against when the user does not exist, so both failures take the same time."""
+    return str(_hasher().hash(secrets.token_hex(16)))  # type: ignore[attr-defined]
+
+
+def create_session(conn: Connection, actor: Actor) -> tuple[str, str]:
+    """A new session (rotated on every sign-in): (cookie value, CSRF token)."""
+    sid, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    t = now()
+    values = {"id": _digest(sid), "user_id": actor.id, "csrf": csrf, "created_at": t}
+    conn.execute(sa.insert(SESSIONS).values(**values, expires_at=t + timedelta(days=SESSION_DAYS)))
+    return sid, csrf
+
+
+def session_actor(conn: Connection, sid: str | None) -> Actor | None:
+    if not sid:
+        return None
+    s, u = SESSIONS, USERS
+    row = conn.execute(
+        sa.select(u.c.id, u.c.name, u.c.is_admin, s.c.csrf)
+        .join(u, u.c.id == s.c.user_id)
+        .where(
+            s.c.id == _digest(sid), s.c.revoked_at.is_(None), s.c.expires_at > now(), u.c.hidden == sa.false()
+        )
+    ).first()
+    return Actor(row.id, row.name, bool(row.is_admin), SCOPES, row.csrf) if row else None
+
+
+def revoke_session(conn: Connection, sid: str) -> None:
+    conn.execute(sa.update(SESSIONS).where(SESSIONS.c.id == _digest(sid)).values(revoked_at=now()))
+
+
+def create_token(conn: Connection, user_id: int, name: str = "", scopes: tuple[str, ...] = SCOPES) -> str:
+    """A new API token, returned once (``lair_...``); only its sha256 is kept."""
+    bad = [s for s in scopes if s not in SCOPES]
+    if bad or not scopes:
+        raise RegistryError(422, "invalid", f"scopes are {', '.join(SCOPES)}")
+    token = "lair_" + secrets.token_urlsafe(32)
+    values = {
+        "user_id": user_id,
+        "name": name[:100],
+        "token_hash": _digest(token),
+        "scopes": ",".join(scopes),
+    }
+    conn.execute(sa.insert(TOKENS).values(**values, created_at=now()))
+    return token
+
+
+def token_actor(conn: Connection, token: str) -> Actor | None:
+    t, u = TOKENS, USERS
+    row = conn.execute(
+        sa.select(u.c.id, u.c.name, u.c.is_admin, t.c.scopes, t.c.id.label("tid"))
+        .join(u, u.c.id == t.c.user_id)
+        .where(t.c.token_hash == _digest(token), t.c.revoked_at.is_(None), u.c.hidden == sa.false())
+    ).first()
+    if row is None:
+        return None
+    conn.execute(sa.update(t).where(t.c.id == row.tid).values(last_used_at=now()))
+    return Actor(row.id, row.name, bool(row.is_admin), tuple(row.scopes.split(",")))
+
+
+def revoke_token(conn: Connection, actor: Actor, token_id: int) -> None:
+    res = conn.execute(
+        sa.update(TOKENS)
+        .where(TOKENS.c.id == token_id, TOKENS.c.user_id == actor.id)
+        .values(revoked_at=now())
+    )
+    if res.rowcount == 0:
+        raise RegistryError(404, "not_found", f"no token {token_id}")

@@ -1,0 +1,244 @@
+"""Community writes, each authorized here (never only in templates): publish, revise, fork, vote,
+retract, hide; and the diff between two revisions.
+
+    anonymous -> 401; signed in without the right -> 403; missing -> 404; clash -> 409;
+    too large -> 413; invalid (with located errors) -> 422
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from lair.errors import RegistryError
+from lair.recipe import Recipe, check_text, is_secret_name
+from lair.recipe.placeholders import find_refs
+from lair.registry.db.schema import Vote
+from lair.registry.service.accounts import Actor
+from lair.registry.service.canonical import parse_recipe
+from lair.registry.service.facets import slugify
+from lair.registry.service.publish import (
+    MEASUREMENTS,
+    RECIPES,
+    REVISIONS,
+    USERS,
+    Published,
+    add_revision,
+    bump_version,
+    now,
+    publish,
+)
+
+__all__ = [
+    "MAX_RECIPE_BYTES",
+    "diff",
+    "fork",
+    "hide_recipe",
+    "publish_recipe",
+    "retract",
+    "revise",
+    "vote",
+]
+
+MAX_RECIPE_BYTES = 256 * 1024
+MAX_NOTES = 4000
+VOTES = cast(sa.Table, Vote.__table__)
+# known token formats, anchored on their prefixes (Hugging Face, GitHub, OpenAI-style, AWS, Slack, PEM, lair)
+TOKEN_RES = [
+    re.compile(p)
+    for p in (
+        r"hf_[A-Za-z0-9]{30,}",
+        r"gh[pousr]_[A-Za-z0-9]{36,}",
+        r"github_pat_[A-Za-z0-9_]{40,}",
+        r"sk-[A-Za-z0-9_-]{20,}",
+        r"AKIA[0-9A-Z]{16}",
+        r"xox[abposr]-[A-Za-z0-9-]{10,}",
+        r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
+        r"lair_[A-Za-z0-9_-]{40,}",
+    )
+]
+
+
+def _need(actor: Actor | None, scope: str = "publish") -> Actor:
+    if actor is None:
+        raise RegistryError(401, "unauthorized", "sign in first", hint="send Authorization: Bearer <token>")
+    if not actor.can(scope):
+        raise RegistryError(403, "forbidden", f"this token lacks the {scope!r} scope")
+    return actor
+
+
+def _recipe_row(conn: Connection, slug: str) -> sa.Row[tuple[object, ...]]:
+    row = conn.execute(
+        sa.select(RECIPES).where(RECIPES.c.slug == slug, RECIPES.c.hidden == sa.false())
+    ).first()
+    if row is None:
+        raise RegistryError(404, "not_found", f"no recipe {slug!r}")
+    return row
+
+
+def _owner_or_admin(actor: Actor, owner_id: int, what: str) -> None:
+    if actor.id != owner_id and not actor.is_admin:
+        raise RegistryError(
+            403, "forbidden", f"only the owner can {what}", hint="fork it: a fork is your own copy"
+        )
+
+
+def _secrets_in(text: str, recipe: Recipe) -> list[str]:
+    """Why the text holds a secret: a plain-text value where a secret goes, or a known token format."""
+    found = [
+        f"{k} is a secret written in plain text"
+        for k, v in recipe.env.items()
+        if is_secret_name(k) and v and not find_refs(v)
+    ]
+    warnings = check_text(text, "recipe.toml", "toml").warnings
+    found += [
+        w.render().splitlines()[0] for w in warnings if w.code == "secret-plaintext" and "env." not in w.path
+    ]
+    found += [f"a {p.pattern[:12]}... token" for p in TOKEN_RES if p.search(text)]
+    return found
+
+
+def _checked(text: str, notes: str) -> Recipe:
+    if len(text.encode()) > MAX_RECIPE_BYTES:
+        raise RegistryError(413, "too_large", f"a recipe is at most {MAX_RECIPE_BYTES // 1024} KiB")
+    if len(notes) > MAX_NOTES:
+        raise RegistryError(413, "too_large", f"revision notes are at most {MAX_NOTES} characters")
+    recipe = parse_recipe(text)
+    leaks = _secrets_in(text, recipe)
+    if leaks:
+        hint = 'use a secret placeholder: {API_KEY} with [placeholders.API_KEY] type = "secret"'
+        raise RegistryError(422, "secret", "the recipe contains a secret: " + "; ".join(leaks), hint=hint)
+    return recipe
+
+
+def publish_recipe(conn: Connection, actor: Actor | None, text: str, notes: str = "") -> Published:
+    who = _need(actor)
+    recipe = _checked(text, notes)
+    slug = recipe.meta.slug or slugify(recipe.meta.title or recipe.display_name)
+    return publish(conn, text, owner=who.name, notes=notes or None, slug=slug)
+
+
+def revise(conn: Connection, actor: Actor | None, slug: str, text: str, notes: str) -> Published:
+    who = _need(actor)
+    row = _recipe_row(conn, slug)
+    _owner_or_admin(who, row.owner_id, "update this recipe")
+    _checked(text, notes)
+    return add_revision(conn, slug, text, author=who.name, notes=notes)
+
+
+def fork(conn: Connection, actor: Actor | None, slug: str) -> Published:
+    """Copy the latest revision under the forker's name (``<slug>-<user>``, numbered if taken)."""
+    who = _need(actor)
+    row = _recipe_row(conn, slug)
+    toml = conn.execute(
+        sa.select(REVISIONS.c.toml).where(
+            REVISIONS.c.recipe_id == row.id, REVISIONS.c.number == row.latest_revision
+        )
+    ).scalar_one()
+    base = f"{slug}-{who.name}"[:190]
+    new, n = base, 1
+    while conn.execute(sa.select(RECIPES.c.id).where(RECIPES.c.slug == new)).first():
+        n += 1
+        new = f"{base}-{n}"
+    notes = f"Forked from {slug} revision {row.latest_revision}."
+    return publish(conn, toml, owner=who.name, notes=notes, slug=new, upstream=(row.id, row.latest_revision))
+
+
+def _insert_ignore(conn: Connection) -> Any:
+    """INSERT ... ON CONFLICT DO NOTHING (a second vote of the same user is no vote)."""
+    if conn.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert(VOTES).on_conflict_do_nothing()
+    from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+    return pg_insert(VOTES).on_conflict_do_nothing()
+
+
+def vote(conn: Connection, actor: Actor | None, slug: str, on: bool) -> int:
+    """Set or clear the actor's one vote; returns the exact count."""
+    who = _need(actor, "read")
+    # the version row first: it serializes writers, so the count below (a new statement, a new
+    # snapshot under READ COMMITTED) sees every vote committed before this one
+    bump_version(conn)
+    row = _recipe_row(conn, slug)
+    if on:
+        conn.execute(_insert_ignore(conn).values(user_id=who.id, recipe_id=row.id, created_at=now()))
+    else:
+        conn.execute(sa.delete(VOTES).where(VOTES.c.user_id == who.id, VOTES.c.recipe_id == row.id))
+    count = sa.select(sa.func.count()).select_from(VOTES).where(VOTES.c.recipe_id == row.id).scalar_subquery()
+    votes = conn.execute(
+        sa.update(RECIPES).where(RECIPES.c.id == row.id).values(votes=count).returning(RECIPES.c.votes)
+    )
+    return int(votes.scalar_one())
+
+
+def retract(conn: Connection, actor: Actor | None, measurement_id: int, reason: str) -> None:
+    """A measurement's author, the recipe's owner or an admin strikes a row; it stays, with the reason."""
+    who = _need(actor)
+    reason = reason.strip()
+    if not reason:
+        raise RegistryError(422, "invalid", "a retraction needs a reason")
+    m = MEASUREMENTS
+    row = conn.execute(
+        sa.select(m.c.id, m.c.submitted_by, m.c.retracted_at, RECIPES.c.owner_id)
+        .join(RECIPES, RECIPES.c.id == m.c.recipe_id)
+        .where(m.c.id == measurement_id)
+    ).first()
+    if row is None:
+        raise RegistryError(404, "not_found", f"no measurement {measurement_id}")
+    if who.id not in (row.submitted_by, row.owner_id) and not who.is_admin:
+        raise RegistryError(
+            403, "forbidden", "only the measurement's author or the recipe's owner can retract it"
+        )
+    if row.retracted_at is not None:
+        raise RegistryError(409, "conflict", "already retracted")
+    conn.execute(
+        sa.update(m)
+        .where(m.c.id == measurement_id)
+        .values(retracted_at=now(), retracted_reason=reason[:1000], retracted_by=who.id)
+    )
+    bump_version(conn)
+
+
+def hide_recipe(conn: Connection, actor: Actor | None, slug: str, hidden: bool = True) -> None:
+    who = _need(actor)
+    if not who.is_admin:
+        raise RegistryError(403, "forbidden", "only an admin can hide a recipe")
+    res = conn.execute(sa.update(RECIPES).where(RECIPES.c.slug == slug).values(hidden=hidden))
+    if res.rowcount == 0:
+        raise RegistryError(404, "not_found", f"no recipe {slug!r}")
+    bump_version(conn)
+
+
+def hide_user(conn: Connection, actor: Actor | None, name: str, hidden: bool = True) -> None:
+    who = _need(actor)
+    if not who.is_admin:
+        raise RegistryError(403, "forbidden", "only an admin can hide a user")
+    res = conn.execute(sa.update(USERS).where(USERS.c.name == name).values(hidden=hidden))
+    if res.rowcount == 0:
+        raise RegistryError(404, "not_found", f"no user {name!r}")
+    bump_version(conn)
+
+
+def diff(conn: Connection, slug: str, a: int, b: int) -> str:
+    """Unified diff of two revisions' canonical TOML."""
+    row = _recipe_row(conn, slug)
+    stmt = sa.select(REVISIONS.c.number, REVISIONS.c.toml).where(
+        REVISIONS.c.recipe_id == row.id, REVISIONS.c.number.in_([a, b])
+    )
+    texts = {int(r.number): str(r.toml) for r in conn.execute(stmt)}
+    for n in (a, b):
+        if n not in texts:
+            raise RegistryError(404, "not_found", f"no revision {n}")
+    lines = difflib.unified_diff(
+        texts[a].splitlines(True), texts[b].splitlines(True), f"{slug}@{a}", f"{slug}@{b}"
+    )
+    return "".join(lines)
+
+
+__all__ += ["hide_user"]

@@ -1,0 +1,190 @@
+"""Write routes of the JSON API: thin wrappers over :mod:`lair.registry.service.community`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection
+from starlette.requests import Request
+from starlette.responses import Response
+
+from lair.errors import RegistryError
+from lair.registry.service import community
+from lair.registry.service.accounts import Actor
+from lair.registry.web.auth import actor_of, check_csrf, limit
+from lair.registry.web.render import json_response
+
+__all__ = ["create_recipe", "create_revision", "diff", "fork", "retract", "vote"]
+
+MAX_BODY = community.MAX_RECIPE_BYTES + 16 * 1024
+SIGNIN_LIMITS = ("10/minute", "30/hour")  # per name and address, then per address
+SIGNUP_LIMIT = "5/minute"
+
+
+def write_limit() -> str:
+    return os.environ.get("LAIR_REGISTRY_WRITE_LIMIT", "60/minute")
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            raise RegistryError(413, "too_large", f"a request body is at most {MAX_BODY // 1024} KiB")
+    try:
+        data = orjson.loads(body or b"{}")
+    except orjson.JSONDecodeError:
+        raise RegistryError(422, "invalid", "the body is not JSON") from None
+    if not isinstance(data, dict):
+        raise RegistryError(422, "invalid", "the body is a JSON object")
+    return data
+
+
+def _str(data: dict[str, Any], key: str, required: bool = True) -> str:
+    v = data.get(key, None if required else "")
+    if not isinstance(v, str) or (required and not v):
+        raise RegistryError(422, "invalid", f"{key}: a string is required")
+    return v
+
+
+@contextmanager
+def _writing(request: Request) -> Iterator[tuple[Connection, Actor | None]]:
+    """One transaction, the actor, CSRF for cookie sessions, the write rate limit per actor/address."""
+    with request.app.state.engine.begin() as conn:
+        actor = actor_of(request, conn)
+        check_csrf(request, actor)
+        who = actor.name if actor else (request.client.host if request.client else "-")
+        limit(write_limit(), "write", who)
+        yield conn, actor
+
+
+def _run(request: Request, fn: Callable[[Connection, Actor | None], Any]) -> Any:
+    with _writing(request) as (conn, actor):
+        return fn(conn, actor)
+
+
+def _created(data: dict[str, Any]) -> Response:
+    return json_response({"ok": True} | data, status=201, cacheable=False)
+
+
+async def create_recipe(request: Request) -> Response:
+    data = await _json_body(request)
+    text, notes = _str(data, "toml"), _str(data, "notes", False)
+    pub = _run(request, lambda c, a: community.publish_recipe(c, a, text, notes))
+    return _created({"slug": pub.slug, "revision": pub.revision, "sha256": pub.sha256})
+
+
+async def create_revision(request: Request) -> Response:
+    data = await _json_body(request)
+    slug, text, notes = request.path_params["slug"], _str(data, "toml"), _str(data, "notes", False)
+    pub = _run(request, lambda c, a: community.revise(c, a, slug, text, notes))
+    return _created({"slug": pub.slug, "revision": pub.revision, "sha256": pub.sha256})
+
+
+async def fork(request: Request) -> Response:
+    slug = request.path_params["slug"]
+    pub = _run(request, lambda c, a: community.fork(c, a, slug))
+    return _created({"slug": pub.slug, "upstream": slug, "revision": pub.revision})
+
+
+async def vote(request: Request) -> Response:
+    slug, on = request.path_params["slug"], request.method == "PUT"
+    votes = _run(request, lambda c, a: community.vote(c, a, slug, on))
+    return json_response({"ok": True, "votes": votes}, cacheable=False)
+
+
+async def retract(request: Request) -> Response:
+    data = await _json_body(request)
+    raw, reason = request.path_params["id"], _str(data, "reason")
+    if not raw.isdigit():
+        raise RegistryError(404, "not_found", f"no measurement {raw!r}")
+    _run(request, lambda c, a: community.retract(c, a, int(raw), reason))
+    return json_response({"ok": True, "retracted": int(raw)}, cacheable=False)
+
+
+async def hide(request: Request) -> Response:
+    slug, hidden = request.path_params["slug"], request.method == "PUT"
+    _run(request, lambda c, a: community.hide_recipe(c, a, slug, hidden))
+    return json_response({"ok": True, "slug": slug, "hidden": hidden}, cacheable=False)
+
+
+async def diff(request: Request) -> Response:
+    from lair.registry.service.search import parse_int
+
+    q = request.query_params
+    a = parse_int(q.get("from"), "from", 1, 10**9)
+    b = parse_int(q.get("to"), "to", 1, 10**9)
+    if a is None or b is None:
+        raise RegistryError(422, "invalid", "query parameters from and to are required")
+    with request.app.state.engine.connect() as conn:
+        text = community.diff(conn, request.path_params["slug"], a, b)
+    return json_response({"ok": True, "from": a, "to": b, "diff": text})
+
+
+__all__ += ["hide"]
+
+
+def _address(request: Request) -> str:
+    return request.client.host if request.client else "-"
+
+
+def _session_cookie(resp: Response, request: Request, sid: str) -> None:
+    from lair.registry.service.accounts import SESSION_DAYS
+    from lair.registry.web.auth import COOKIE
+
+    secure = request.url.scheme == "https"
+    resp.set_cookie(COOKIE, sid, max_age=SESSION_DAYS * 86400, httponly=True, samesite="lax", secure=secure)
+
+
+async def sign_up(request: Request) -> Response:
+    from lair.registry.service.accounts import authenticate, create_session, create_user
+
+    data = await _json_body(request)
+    name, password = _str(data, "name"), _str(data, "password")
+    limit(SIGNUP_LIMIT, "signup", _address(request))
+    with request.app.state.engine.begin() as conn:
+        create_user(conn, name, password)
+        sid, csrf = create_session(conn, authenticate(conn, name, password))
+    resp = json_response({"ok": True, "name": name, "csrf": csrf}, status=201, cacheable=False)
+    _session_cookie(resp, request, sid)
+    return resp
+
+
+async def sign_in(request: Request) -> Response:
+    """A new session each time (rotated); the old cookie, if any, is revoked."""
+    from lair.registry.service.accounts import authenticate, create_session, revoke_session
+    from lair.registry.web.auth import COOKIE
+
+    data = await _json_body(request)
+    name, password = _str(data, "name"), _str(data, "password")
+    limit(SIGNIN_LIMITS[0], "signin", _address(request), name)
+    limit(SIGNIN_LIMITS[1], "signin", _address(request))
+    with request.app.state.engine.begin() as conn:
+        actor = authenticate(conn, name, password)
+        if request.cookies.get(COOKIE):
+            revoke_session(conn, request.cookies[COOKIE])
+        sid, csrf = create_session(conn, actor)
+    resp = json_response({"ok": True, "name": actor.name, "csrf": csrf}, cacheable=False)
+    _session_cookie(resp, request, sid)
+    return resp
+
+
+async def sign_out(request: Request) -> Response:
+    from lair.registry.service.accounts import revoke_session
+    from lair.registry.web.auth import COOKIE
+
+    sid = request.cookies.get(COOKIE)
+    with request.app.state.engine.begin() as conn:
+        check_csrf(request, actor_of(request, conn))
+        if sid:
+            revoke_session(conn, sid)
+    resp = json_response({"ok": True}, cacheable=False)
+    resp.delete_cookie(COOKIE)
+    return resp
+
+
+__all__ += ["sign_in", "sign_out", "sign_up"]

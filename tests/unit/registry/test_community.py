@@ -1,0 +1,281 @@
+"""Accounts and community writes on SQLite and PostgreSQL: the authorization matrix of every write
+endpoint, exact concurrent votes and gapless concurrent revisions, publish with located errors and
+refused secrets, diffs, forks, retraction."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pytest
+import sqlalchemy as sa
+from registry_paths import LLAMA
+from sqlalchemy import Engine
+from starlette.testclient import TestClient
+
+from lair.registry.service import community
+from lair.registry.service.accounts import Actor, create_token, create_user
+from lair.registry.service.publish import add_revision, publish
+from lair.registry.web.app import create_app
+from lair.registry.web.auth import reset_limits
+
+SLUG = tomllib.loads(LLAMA.read_text())["meta"]["slug"]
+
+
+def _recipe(slug: str, title: str = "A recipe") -> str:
+    head = 'engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.11.0"\n'
+    return head + f'[meta]\ntitle = "{title}"\nslug = "{slug}"\n'
+
+
+@dataclass
+class World:
+    client: TestClient
+    tokens: dict[str, str]
+    measurement: int
+
+
+@pytest.fixture
+def world(engine: Engine, db_url: str) -> Iterator[World]:
+    reset_limits()
+    tokens = {}
+    with engine.begin() as conn:
+        for name, admin in (("owner", False), ("other", False), ("admin", True)):
+            tokens[name] = create_token(conn, create_user(conn, name, admin=admin))
+        publish(conn, LLAMA.read_text(), owner="owner")
+        mid = conn.execute(sa.text("SELECT min(id) FROM measurements")).scalar_one()
+    with TestClient(create_app(db_url), raise_server_exceptions=False) as client:
+        yield World(client, tokens, int(mid))
+
+
+def _headers(world: World, who: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {world.tokens[who]}"} if who != "anonymous" else {}
+
+
+ACTORS = ["anonymous", "other", "owner", "admin"]
+MATRIX = {  # endpoint: expected status for anonymous, another user, the owner, an admin
+    "publish": (401, 201, 201, 201),
+    "revise": (401, 403, 201, 201),
+    "fork": (401, 201, 201, 201),
+    "vote": (401, 200, 200, 200),
+    "unvote": (401, 200, 200, 200),
+    "retract": (401, 403, 200, 200),
+    "hide": (401, 403, 403, 200),
+}
+
+
+def _call(world: World, endpoint: str, who: str) -> int:
+    c, h = world.client, _headers(world, who)
+    if endpoint == "publish":
+        return c.post("/api/v1/recipes", json={"toml": _recipe(f"new-{who}")}, headers=h).status_code
+    if endpoint == "revise":
+        body = {"toml": LLAMA.read_text().replace("bf16", "bf16-b"), "notes": "edit"}
+        return c.post(f"/api/v1/recipes/{SLUG}/revisions", json=body, headers=h).status_code
+    if endpoint == "fork":
+        return c.post(f"/api/v1/recipes/{SLUG}/fork", headers=h).status_code
+    if endpoint in ("vote", "unvote"):
+        method = c.put if endpoint == "vote" else c.delete
+        return method(f"/api/v1/recipes/{SLUG}/vote", headers=h).status_code
+    if endpoint == "retract":
+        body = {"reason": "broken driver"}
+        return c.post(f"/api/v1/measurements/{world.measurement}/retract", json=body, headers=h).status_code
+    return c.put(f"/api/v1/recipes/{SLUG}/hidden", headers=h).status_code
+
+
+@pytest.mark.parametrize("endpoint", list(MATRIX))
+def test_authorization_matrix(world: World, endpoint: str) -> None:
+    got = tuple(
+        _call(world, endpoint, who) if who != "admin" or endpoint != "retract" else None for who in ACTORS
+    )
+    want = MATRIX[endpoint]
+    if (
+        endpoint == "retract"
+    ):  # one measurement: the owner retracts it, then an admin's retraction is a conflict
+        assert got[:3] == want[:3]
+        assert _call(world, endpoint, "admin") == 409
+        return
+    violations = [(who, g, w) for who, g, w in zip(ACTORS, got, want, strict=True) if g != w]
+    assert violations == []
+
+
+def test_errors_of_writes_are_in_the_envelope(world: World) -> None:
+    h = _headers(world, "owner")
+    cases = [
+        (world.client.post("/api/v1/recipes", json={"toml": 'engine = "vllm"\nmodle = 1\n'}, headers=h), 422),
+        (world.client.post("/api/v1/recipes", json={"toml": LLAMA.read_text()}, headers=h), 409),
+        (world.client.post("/api/v1/recipes", content=b"x" * 400_000, headers=h), 413),
+        (world.client.post("/api/v1/recipes", content=b"not json", headers=h), 422),
+        (world.client.post("/api/v1/recipes/nope/fork", headers=h), 404),
+        (
+            world.client.post(
+                "/api/v1/recipes", json={"toml": "x"}, headers={"authorization": "Bearer nope"}
+            ),
+            401,
+        ),
+    ]
+    for resp, status in cases:
+        body = resp.json()
+        assert resp.status_code == status and body["ok"] is False and body["error"]["status"] == status
+    located = cases[0][0].json()["error"]["errors"][0]
+    assert located["line"] == 2 and "modle" in located["path"] + located["message"]
+
+
+def test_read_scope_token_cannot_publish(engine: Engine, world: World) -> None:
+    with engine.begin() as conn:
+        uid = conn.execute(sa.text("SELECT id FROM users WHERE name = 'other'")).scalar_one()
+        token = create_token(conn, uid, "ro", ("read",))
+    r = world.client.post(
+        "/api/v1/recipes", json={"toml": _recipe("ro")}, headers={"authorization": f"Bearer {token}"}
+    )
+    assert r.status_code == 403 and "publish" in r.json()["error"]["message"]
+
+
+def test_secrets_are_refused(world: World) -> None:
+    h = _headers(world, "owner")
+    leaked = _recipe("leak") + '[env]\nHF_TOKEN = "hf_' + "a" * 34 + '"\n'
+    r = world.client.post("/api/v1/recipes", json={"toml": leaked}, headers=h)
+    assert r.status_code == 422 and r.json()["error"]["code"] == "secret"
+    arg = _recipe("leak2").replace("[meta]", 'args = ["--api-key", "sk-' + "b" * 30 + '"]\n[meta]')
+    assert world.client.post("/api/v1/recipes", json={"toml": arg}, headers=h).status_code == 422
+
+
+def test_fork_diff_and_retraction_are_visible(world: World) -> None:
+    c, h = world.client, _headers(world, "other")
+    fork = c.post(f"/api/v1/recipes/{SLUG}/fork", headers=h).json()
+    assert fork["slug"] == f"{SLUG}-other" and fork["upstream"] == SLUG
+    doc = c.get(f"/api/v1/recipes/{fork['slug']}.json").json()
+    assert doc["owner"] == "other" and doc["upstream"] == SLUG and doc["upstream_revision"] == 1
+    edited = LLAMA.read_text().replace("max_context = 32768", "max_context = 16384")
+    r = c.post(f"/api/v1/recipes/{fork['slug']}/revisions", json={"toml": edited, "notes": "16K"}, headers=h)
+    assert r.status_code == 201 and r.json()["revision"] == 2
+    resp = c.get(f"/api/v1/recipes/{fork['slug']}/diff", params={"from": 1, "to": 2})
+    assert resp.status_code == 200, resp.text
+    d = resp.json()["diff"]
+    assert "-max_context = 32768" in d and "+max_context = 16384" in d
+    owner = _headers(world, "owner")
+    assert (
+        c.post(
+            f"/api/v1/measurements/{world.measurement}/retract", json={"reason": "bad PSU"}, headers=owner
+        ).status_code
+        == 200
+    )
+    rows = c.get(f"/api/v1/recipes/{SLUG}.json").json()["measurements"]
+    struck = [m for m in rows if m["id"] == world.measurement]
+    assert struck[0]["retracted"] and struck[0]["retracted_reason"] == "bad PSU"
+    assert "bad PSU" in c.get(f"/recipes/{SLUG}").text
+
+
+def test_security_headers_on_every_response(world: World) -> None:
+    for url in ("/", f"/recipes/{SLUG}", f"/api/v1/recipes/{SLUG}.json", "/nope", "/api/v1/nope"):
+        for _ in range(2):  # a miss, then a cache hit
+            r = world.client.get(url)
+            csp = r.headers["content-security-policy"]
+            assert "frame-ancestors 'none'" in csp and "script-src 'none'" in csp
+            assert (
+                r.headers["referrer-policy"] == "same-origin"
+                and r.headers["x-content-type-options"] == "nosniff"
+            )
+
+
+def test_50_concurrent_votes_and_50_concurrent_revisions(engine: Engine) -> None:
+    with engine.begin() as conn:
+        publish(conn, LLAMA.read_text(), owner="owner")
+        actors = [Actor(create_user(conn, f"u{i}", admin=True), f"u{i}", True) for i in range(50)]
+    text = LLAMA.read_text()
+
+    def vote(a: Actor) -> int:
+        with engine.begin() as conn:
+            return community.vote(conn, a, SLUG, True)
+
+    def revise(a: Actor) -> int:
+        with engine.begin() as conn:
+            return community.revise(
+                conn, a, SLUG, text.replace("bf16", f"bf16-{a.name}"), f"by {a.name}"
+            ).revision
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(vote, actors + actors[:10]))  # ten of them vote twice: still one vote each
+        numbers = sorted(pool.map(revise, actors))
+    assert numbers == list(range(2, 52))
+    with engine.connect() as conn:
+        assert (
+            conn.execute(sa.text("SELECT votes FROM recipes WHERE slug = :s"), {"s": SLUG}).scalar_one() == 50
+        )
+        revs = conn.execute(sa.text("SELECT number, notes FROM revisions ORDER BY number")).all()
+    assert [r.number for r in revs] == list(range(1, 52))
+    assert sorted(r.notes for r in revs[1:]) == sorted(f"by u{i}" for i in range(50))
+
+
+def test_direct_revision_numbers_stay_gapless_without_the_community_layer(engine: Engine) -> None:
+    with engine.begin() as conn:
+        publish(conn, LLAMA.read_text(), owner="owner")
+
+    def one(i: int) -> int:
+        with engine.begin() as conn:
+            return add_revision(conn, SLUG, LLAMA.read_text(), author=f"a{i}", notes=str(i)).revision
+
+    with ThreadPoolExecutor(8) as pool:
+        assert sorted(pool.map(one, range(20))) == list(range(2, 22))
+
+
+def test_sign_up_sign_in_rotates_the_session_csrf_and_sign_out(world: World) -> None:
+    c = world.client
+    r = c.post("/api/v1/users", json={"name": "carol", "password": "correct horse battery"})
+    assert r.status_code == 201
+    cookie = r.headers["set-cookie"]
+    assert (
+        "lair_session=" in cookie and "HttpOnly" in cookie and "SameSite=lax" in cookie.replace("Lax", "lax")
+    )
+    first, csrf = c.cookies["lair_session"], r.json()["csrf"]
+    assert c.put(f"/api/v1/recipes/{SLUG}/vote").status_code == 403  # a cookie without the CSRF token
+    assert c.put(f"/api/v1/recipes/{SLUG}/vote", headers={"x-csrf-token": csrf}).json()["votes"] == 1
+    evil = {"x-csrf-token": csrf, "origin": "https://evil.example"}
+    assert c.delete(f"/api/v1/recipes/{SLUG}/vote", headers=evil).status_code == 403
+    again = c.post("/api/v1/session", json={"name": "carol", "password": "correct horse battery"})
+    assert again.status_code == 200 and c.cookies["lair_session"] != first  # rotated
+    csrf2 = again.json()["csrf"]
+    old = TestClient(c.app, cookies={"lair_session": first})
+    assert old.delete(f"/api/v1/recipes/{SLUG}/vote", headers={"x-csrf-token": csrf}).status_code == 401
+    assert c.delete("/api/v1/session", headers={"x-csrf-token": csrf2}).status_code == 200
+    assert c.put(f"/api/v1/recipes/{SLUG}/vote", headers={"x-csrf-token": csrf2}).status_code == 401
+    wrong = c.post("/api/v1/session", json={"name": "carol", "password": "wrong password!"})
+    assert wrong.status_code == 401 and wrong.json()["error"]["message"] == "wrong user name or password"
+    nobody = c.post("/api/v1/session", json={"name": "nobody", "password": "wrong password!"})
+    assert nobody.json()["error"]["message"] == wrong.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("storage", ["memory", "redis"])
+def test_sign_in_brute_force_is_rate_limited(
+    world: World, storage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import secrets
+
+    if storage == "redis":
+        monkeypatch.setenv("LAIR_REGISTRY_REDIS", "redis://127.0.0.1:6379/0")
+    reset_limits()
+    name = f"victim-{secrets.token_hex(4)}"  # Redis keys outlive the test: a name and address of this run
+    address = f"10.{secrets.randbelow(250)}.{secrets.randbelow(250)}.{secrets.randbelow(250)}"
+    client = TestClient(world.client.app, client=(address, 40000))
+    statuses = [
+        client.post("/api/v1/session", json={"name": name, "password": f"guess-{i:04d}"}).status_code
+        for i in range(12)
+    ]
+    assert statuses[:10] == [401] * 10 and statuses[10:] == [429, 429]
+    last = client.post("/api/v1/session", json={"name": name, "password": "x" * 12})
+    assert last.json()["error"]["code"] == "rate_limited"
+    if storage == "redis":
+        import redis
+
+        keys = redis.Redis.from_url("redis://127.0.0.1:6379/0").keys(f"*{name}*")
+        assert keys  # the counter really lives in Redis
+    reset_limits()
+
+
+def test_write_rate_limit(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAIR_REGISTRY_WRITE_LIMIT", "3/minute")
+    reset_limits()
+    h = _headers(world, "other")
+    got = [world.client.put(f"/api/v1/recipes/{SLUG}/vote", headers=h).status_code for _ in range(4)]
+    assert got == [200, 200, 200, 429]
+    reset_limits()
