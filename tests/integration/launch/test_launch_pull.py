@@ -69,3 +69,23 @@ def test_a_present_image_is_not_pulled(engine_image: str, tmp_path: Path, lair_h
     finally:
         assert lair("stop", run_id, timeout=60).returncode == 0
     assert_clean(lair_home, run_id, docker=True)
+
+
+def test_a_gpu_container_on_a_host_without_gpu_runtime_gets_the_capability_error(
+    engine_image: str, tmp_path: Path, lair_home: Path
+) -> None:
+    """This machine's Docker has no GPU runtime: with the default (GPU) profile the start is refused by
+    Docker ("could not select device driver"), and lair says what that means and what to set."""
+    recipe = Path(_recipe(tmp_path, engine_image))
+    recipe.write_text(recipe.read_text().replace('engine = "custom"', 'engine = "custom"\ngpus = "all"'))
+    plan = lair("plan", str(recipe), check=True).stdout
+    assert "--gpus all" in plan and "  gpus all" in plan
+    before = run_ids(lair_home)
+    res = lair("launch", str(recipe), "--detach", timeout=120)
+    assert res.returncode == 1
+    assert f"the host has no GPU container runtime ({engine_image} asked for GPUs)" in res.stderr
+    assert "could not select device driver" in res.stderr  # docker's own words, kept below
+    assert "[capabilities] gpus = false" in res.stderr
+    run_id = newest_run(lair_home, before)
+    assert run_id and local_containers(run_id) == ""
+    assert_clean(lair_home, run_id, docker=True)
