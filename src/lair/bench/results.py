@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lair.errors import BenchError
+
 __all__ = ["SCHEMA_VERSION", "BenchOptions", "BenchResult", "CellResult", "NeedleResult"]
 
 SCHEMA_VERSION = 1
@@ -121,6 +123,20 @@ class BenchResult:
     @property
     def failed_cells(self) -> list[CellResult]:
         return [c for c in self.cells if c.errors]
+
+    def failure(self) -> BenchError | None:
+        """The error for cells with failed requests, naming each cell and its distinct server
+        messages; None when every request succeeded."""
+        if not self.failed_cells:
+            return None
+        lines = []
+        for c in self.failed_cells:
+            msgs = "; ".join(f"{m['message']} (x{m['count']})" for m in c.error_messages)
+            lines.append(f"ctx {c.context} x{c.concurrency}: {c.errors} failed: {msgs}")
+        hint = (
+            "" if self.complete else "the bench stopped at the first failed cell; --keep-going runs the rest"
+        )
+        return BenchError("requests failed\n  " + "\n  ".join(lines), hint=hint)
 
     def as_dict(self, with_requests: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {

@@ -155,7 +155,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     result = run_bench(args.url, opts)
     report = _write_report(args, result, key) if args.out or args.recipe else None
-    failure = _failure(result)
+    failure = result.failure()
     if args.json:
         doc = result.as_dict()
         out = {"ok": failure is None, "cells": doc["cells"], "needle": doc["needle"]}
@@ -180,21 +180,6 @@ def _print_table(result: Any) -> None:
     for cell in result.cells:
         d = cell.as_dict()
         print(" | ".join(_text(d.get(k)) for k, _ in COLUMNS))
-
-
-def _failure(result: Any) -> Any:
-    """The BenchError for cells with failed requests (each with its distinct server messages)."""
-    from lair.errors import BenchError
-
-    failed = result.failed_cells
-    if not failed:
-        return None
-    lines = []
-    for c in failed:
-        msgs = "; ".join(f"{m['message']} (x{m['count']})" for m in c.error_messages)
-        lines.append(f"ctx {c.context} x{c.concurrency}: {c.errors} failed: {msgs}")
-    hint = "" if result.complete else "the bench stopped at the first failed cell; --keep-going runs the rest"
-    return BenchError("requests failed\n  " + "\n  ".join(lines), hint=hint)
 
 
 def _recipe_max_context(path: Path) -> int | None:

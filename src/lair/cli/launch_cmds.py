@@ -311,12 +311,18 @@ def cmd_launch(args: argparse.Namespace) -> int:
     res = _with_prompt(args, lambda req: launch(req, detach=args.detach, progress=err, on_ready=on_ready))
     if args.bench and "result" in bench:
         report = _bench_report(args, res.run_id, bench["result"], bench.get("secrets", []))
+        failure = bench["result"].failure()  # failed requests: exit 1 with the server's messages
         if args.json:
             doc = {"run_id": res.run_id, "state": res.state, "bench": bench["result"].as_dict()}
-            dump_json({**doc, "report": str(report)})
+            dump_json({**doc, "report": str(report), "ok": failure is None})
+        else:
+            _print_bench(bench["result"])
+            err(f"report: {report}")
+        if failure is not None:
+            err(f"error: {failure.render()}")
+            return int(failure.exit_code)
+        if args.json:
             return 0
-        _print_bench(bench["result"])
-        err(f"report: {report}")
     if args.json:
         dump_json(
             {"run_id": res.run_id, "endpoint": res.endpoint, "state": res.state, "ready_s": res.ready_s}
