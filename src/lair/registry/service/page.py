@@ -157,6 +157,11 @@ def recipe_page(rec: RecipeRecord, base: str) -> dict[str, Any]:
         "revision_notes": rec.revision.notes,
         "history": rec.history,
         "upstream": rec.upstream,
+        "upstream_revision": rec.upstream_revision,
+        "upstream_newer": bool(
+            rec.upstream and rec.upstream_latest and rec.upstream_latest > (rec.upstream_revision or 0)
+        ),
+        "owner": rec.owner,
         "exports": [
             ("recipe.toml", api_url(base, rec.slug, "toml")),
             ("recipe.yaml", api_url(base, rec.slug, "yaml")),

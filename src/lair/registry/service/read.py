@@ -42,6 +42,7 @@ class RecipeRecord:
     updated_at: datetime
     revision: RevisionInfo
     recipe: Recipe
+    upstream_latest: int | None = None
     history: list[RevisionInfo] = field(default_factory=list)
     measurements: list[dict[str, Any]] = field(default_factory=list)
 
@@ -54,7 +55,11 @@ def _recipe_row(conn: Connection, slug: str) -> Any:
     up = RECIPES.alias("up")
     stmt = (
         sa.select(
-            RECIPES, USERS.c.name.label("owner"), USERS.c.link.label("owner_link"), up.c.slug.label("up_slug")
+            RECIPES,
+            USERS.c.name.label("owner"),
+            USERS.c.link.label("owner_link"),
+            up.c.slug.label("up_slug"),
+            up.c.latest_revision.label("up_latest"),
         )
         .join(USERS, USERS.c.id == RECIPES.c.owner_id)
         .outerjoin(up, up.c.id == RECIPES.c.upstream_id)
@@ -135,6 +140,7 @@ def get_recipe(conn: Connection, slug: str, revision: int | None = None) -> Reci
         owner_link=row.owner_link,
         upstream=row.up_slug,
         upstream_revision=row.upstream_revision,
+        upstream_latest=row.up_latest,
         votes=row.votes,
         created_at=row.created_at,
         updated_at=row.updated_at,

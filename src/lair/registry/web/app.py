@@ -16,7 +16,7 @@ from starlette.staticfiles import StaticFiles
 
 from lair.errors import RegistryError
 from lair.registry.db.engine import connect_url, default_url, make_engine
-from lair.registry.web import routes, writes
+from lair.registry.web import pages, routes, writes
 from lair.registry.web.cache import ResponseCache, make_versions
 from lair.registry.web.middleware import CacheMiddleware, _SecureSend
 from lair.registry.web.render import envelope, html
@@ -64,6 +64,19 @@ def _routes() -> list[Any]:
         Route("/", r.home),
         Route("/recipes", r.home),
         Route("/recipes.json", r.api_list),
+        Route("/signup", pages.sign_up_form, methods=["GET"]),
+        Route("/signup", pages.sign_up_post, methods=["POST"]),
+        Route("/signin", pages.sign_in_form, methods=["GET"]),
+        Route("/signin", pages.sign_in_post, methods=["POST"]),
+        Route("/signout", pages.sign_out_post, methods=["POST"]),
+        Route("/publish", pages.publish_form, methods=["GET"]),
+        Route("/publish", pages.publish_post, methods=["POST"]),
+        Route("/recipes/{slug}/edit", pages.edit_form, methods=["GET"]),
+        Route("/recipes/{slug}/edit", pages.edit_post, methods=["POST"]),
+        Route("/recipes/{slug}/compare", pages.compare),
+        Route("/recipes/{slug}/fork", pages.fork_post, methods=["POST"]),
+        Route("/recipes/{slug}/vote", pages.vote_post, methods=["POST"]),
+        Route("/measurements/{id}/retract", pages.retract_post, methods=["POST"]),
         Route("/recipes/{name}", r.recipe),
         Route("/recipes/{slug}/revisions/{name}", r.revision),
         Route("/recipes/{slug}/placeholders", r.placeholders),

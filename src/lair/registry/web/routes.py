@@ -19,6 +19,7 @@ from lair.registry.service.fitting import fit_for, gpu_choices
 from lair.registry.service.llms import llms_txt
 from lair.registry.service.page import recipe_page
 from lair.registry.service.placeholders import render_with
+from lair.registry.web.auth import actor_of
 from lair.registry.web.openapi import openapi_document
 from lair.registry.web.render import html, json_response, text
 
@@ -46,6 +47,16 @@ TEXT_TYPES = {"toml": "application/toml", "yaml": "application/yaml"}
 def _conn(request: Request) -> Iterator[Connection]:
     with request.app.state.engine.connect() as conn:
         yield conn
+
+
+def _voted(request: Request, user_id: int, recipe_id: int) -> bool:
+    import sqlalchemy as sa
+
+    from lair.registry.service.community import VOTES
+
+    with _conn(request) as conn:
+        stmt = sa.select(VOTES.c.user_id).where(VOTES.c.user_id == user_id, VOTES.c.recipe_id == recipe_id)
+        return conn.execute(stmt).first() is not None
 
 
 def _base(request: Request) -> str:
@@ -88,16 +99,18 @@ def _list_doc(request: Request, res: search.SearchResult) -> dict[str, Any]:
 async def home(request: Request) -> Response:
     res = _search(request)
     q = request.query_params
-    ctx = {
+    ctx: dict[str, Any] = {
         "result": _list_doc(request, res),
         "q": q,
         "tags": q.getlist("tag"),
         "query": str(request.url.query),
     }
+    with _conn(request) as conn:
+        ctx["me"] = actor_of(request, conn)
     if res.next_cursor:
         keep = [(k, v) for k, v in q.multi_items() if k != "cursor"] + [("cursor", res.next_cursor)]
         ctx["next_href"] = "?" + urlencode(keep)
-    return html("list.html", ctx)
+    return html("list.html", ctx, cacheable=ctx["me"] is None)
 
 
 async def api_list(request: Request) -> Response:
@@ -116,9 +129,15 @@ async def recipe(request: Request) -> Response:
     slug, ext = _split(request.path_params["name"], ("json",))
     with _conn(request) as conn:
         rec = read.get_recipe(conn, slug)
+        me = actor_of(request, conn) if ext is None else None
     if ext == "json":
         return json_response(recipe_document(rec, _base(request)), modified=rec.updated_at)
-    return html("recipe.html", {"p": recipe_page(rec, _base(request))}, modified=rec.updated_at)
+    ctx = {
+        "p": recipe_page(rec, _base(request)),
+        "me": me,
+        "voted": me is not None and _voted(request, me.id, rec.id),
+    }
+    return html("recipe.html", ctx, modified=rec.updated_at, cacheable=me is None)
 
 
 async def api_recipe(request: Request) -> Response:

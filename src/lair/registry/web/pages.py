@@ -1,0 +1,218 @@
+"""Account and community pages: sign up / in / out, publish, edit, compare revisions, fork, vote,
+retract. Forms post here; each handler checks CSRF, calls one service function, redirects (303)."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from lair.errors import RegistryError
+from lair.registry.service import community, read
+from lair.registry.service.accounts import authenticate, create_session, create_user, revoke_session
+from lair.registry.web.auth import COOKIE, actor_of, check_csrf, limit
+from lair.registry.web.render import html
+from lair.registry.web.writes import SIGNIN_LIMITS, SIGNUP_LIMIT, _address, _session_cookie, write_limit
+
+__all__ = [
+    "compare", "edit_form", "edit_post", "fork_post", "publish_form", "publish_post", "retract_post",
+    "sign_in_form", "sign_in_post", "sign_out_post", "sign_up_form", "sign_up_post", "vote_post",
+]  # fmt: skip
+
+
+def _back(url: str) -> Response:
+    return RedirectResponse(url, status_code=303)
+
+
+def _same_origin(request: Request) -> None:
+    origin = request.headers.get("origin")
+    if origin and origin.rstrip("/") != f"{request.url.scheme}://{request.url.netloc}":
+        raise RegistryError(403, "csrf", "cross-site request refused")
+
+
+async def _form(request: Request) -> dict[str, str]:
+    form = await request.form()
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
+def _page(request: Request, template: str, ctx: dict[str, Any], status: int = 200) -> Response:
+    return html(template, ctx, status=status, cacheable=False)
+
+
+async def sign_up_form(request: Request) -> Response:
+    return _page(request, "account.html", {"mode": "signup", "error": None})
+
+
+async def sign_in_form(request: Request) -> Response:
+    return _page(request, "account.html", {"mode": "signin", "error": None})
+
+
+async def _signed_in(request: Request, name: str, password: str, *, new: bool) -> Response:
+    with request.app.state.engine.begin() as conn:
+        if new:
+            create_user(conn, name, password)
+        actor = authenticate(conn, name, password)
+        if request.cookies.get(COOKIE):
+            revoke_session(conn, request.cookies[COOKIE])
+        sid, _ = create_session(conn, actor)
+    resp = _back("/")
+    _session_cookie(resp, request, sid)
+    return resp
+
+
+async def sign_up_post(request: Request) -> Response:
+    _same_origin(request)
+    f = await _form(request)
+    try:
+        limit(SIGNUP_LIMIT, "signup", _address(request))
+        return await _signed_in(request, f.get("name", ""), f.get("password", ""), new=True)
+    except RegistryError as exc:
+        return _page(request, "account.html", {"mode": "signup", "error": exc.message}, exc.status)
+
+
+async def sign_in_post(request: Request) -> Response:
+    _same_origin(request)
+    f = await _form(request)
+    name = f.get("name", "")
+    try:
+        limit(SIGNIN_LIMITS[0], "signin", _address(request), name)
+        limit(SIGNIN_LIMITS[1], "signin", _address(request))
+        return await _signed_in(request, name, f.get("password", ""), new=False)
+    except RegistryError as exc:
+        return _page(request, "account.html", {"mode": "signin", "error": exc.message}, exc.status)
+
+
+def _actor_checked(request: Request, conn: Any, form: dict[str, str]) -> Any:
+    actor = actor_of(request, conn)
+    if actor is not None:
+        check_csrf(request, actor, form.get("csrf"))
+        limit(write_limit(), "write", actor.name)
+    return actor
+
+
+async def sign_out_post(request: Request) -> Response:
+    f = await _form(request)
+    with request.app.state.engine.begin() as conn:
+        _actor_checked(request, conn, f)
+        if request.cookies.get(COOKIE):
+            revoke_session(conn, request.cookies[COOKIE])
+    resp = _back("/")
+    resp.delete_cookie(COOKIE)
+    return resp
+
+
+def _me(request: Request) -> Any:
+    with request.app.state.engine.connect() as conn:
+        return actor_of(request, conn)
+
+
+async def publish_form(request: Request) -> Response:
+    return _page(
+        request, "publish.html", {"me": _me(request), "toml": "", "notes": "", "error": None, "slug": None}
+    )
+
+
+def _form_error(request: Request, ctx: dict[str, Any], exc: RegistryError) -> Response:
+    return _page(request, "publish.html", ctx | {"me": _me(request), "error": exc}, exc.status)
+
+
+async def publish_post(request: Request) -> Response:
+    f = await _form(request)
+    text, notes = f.get("toml", ""), f.get("notes", "")
+    ctx = {"toml": text, "notes": notes, "slug": None}
+    try:
+        with request.app.state.engine.begin() as conn:
+            actor = _actor_checked(request, conn, f)
+            pub = community.publish_recipe(conn, actor, text, notes)
+    except RegistryError as exc:
+        return _form_error(request, ctx, exc)
+    return _back(f"/recipes/{pub.slug}")
+
+
+async def edit_form(request: Request) -> Response:
+    slug = request.path_params["slug"]
+    with request.app.state.engine.connect() as conn:
+        rec = read.get_recipe(conn, slug)
+        me = actor_of(request, conn)
+    return _page(
+        request,
+        "publish.html",
+        {"me": me, "toml": rec.revision.toml, "notes": "", "error": None, "slug": slug},
+    )
+
+
+async def edit_post(request: Request) -> Response:
+    slug, f = request.path_params["slug"], await _form(request)
+    ctx = {"toml": f.get("toml", ""), "notes": f.get("notes", ""), "slug": slug}
+    try:
+        with request.app.state.engine.begin() as conn:
+            actor = _actor_checked(request, conn, f)
+            community.revise(conn, actor, slug, ctx["toml"], ctx["notes"])
+    except RegistryError as exc:
+        return _form_error(request, ctx, exc)
+    return _back(f"/recipes/{slug}")
+
+
+async def fork_post(request: Request) -> Response:
+    slug, f = request.path_params["slug"], await _form(request)
+    with request.app.state.engine.begin() as conn:
+        pub = community.fork(conn, _actor_checked(request, conn, f), slug)
+    return _back(f"/recipes/{pub.slug}")
+
+
+async def vote_post(request: Request) -> Response:
+    slug, f = request.path_params["slug"], await _form(request)
+    with request.app.state.engine.begin() as conn:
+        community.vote(conn, _actor_checked(request, conn, f), slug, f.get("vote") != "off")
+    return _back(f"/recipes/{slug}")
+
+
+async def retract_post(request: Request) -> Response:
+    raw, f = request.path_params["id"], await _form(request)
+    if not raw.isdigit():
+        raise RegistryError(404, "not_found", f"no measurement {raw!r}")
+    with request.app.state.engine.begin() as conn:
+        community.retract(conn, _actor_checked(request, conn, f), int(raw), f.get("reason", ""))
+    back = f.get("back", "/")
+    return _back(back if back.startswith("/recipes/") else "/")
+
+
+def side_by_side(a: str, b: str) -> list[tuple[str, str, str]]:
+    """Rows of (tag, left, right) for a two-column diff."""
+    left, right = a.splitlines(), b.splitlines()
+    rows: list[tuple[str, str, str]] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, left, right).get_opcodes():
+        n = max(i2 - i1, j2 - j1)
+        for k in range(n):
+            lt = left[i1 + k] if i1 + k < i2 else ""
+            rt = right[j1 + k] if j1 + k < j2 else ""
+            rows.append((tag, lt, rt))
+    return rows
+
+
+async def compare(request: Request) -> Response:
+    """Two revisions of a recipe (or a fork against its upstream's latest), unified and side by side."""
+    from lair.registry.service.search import parse_int
+
+    slug, q = request.path_params["slug"], request.query_params
+    with request.app.state.engine.connect() as conn:
+        rec = read.get_recipe(conn, slug)
+        if q.get("upstream") and rec.upstream:
+            up = read.get_recipe(conn, rec.upstream)
+            a_text, b_text = up.revision.toml, rec.revision.toml
+            labels = (f"{rec.upstream}@{up.revision.number}", f"{slug}@{rec.revision.number}")
+        else:
+            a = parse_int(q.get("from"), "from", 1, 10**9) or max(rec.revision.number - 1, 1)
+            b = parse_int(q.get("to"), "to", 1, 10**9) or rec.revision.number
+            a_text, b_text = (
+                read.get_revision(conn, slug, a).revision.toml,
+                read.get_revision(conn, slug, b).revision.toml,
+            )
+            labels = (f"{slug}@{a}", f"{slug}@{b}")
+    unified = "".join(difflib.unified_diff(a_text.splitlines(True), b_text.splitlines(True), *labels))
+    ctx = {"slug": slug, "labels": labels, "unified": unified, "rows": side_by_side(a_text, b_text),
+           "history": rec.history, "quote": quote}  # fmt: skip
+    return _page(request, "compare.html", ctx)

