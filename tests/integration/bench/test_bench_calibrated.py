@@ -30,6 +30,11 @@ def _stats(url: str) -> list[dict[str, Any]]:
     return data
 
 
+def _served_rate(served: list[dict[str, Any]]) -> float:
+    """Median per-stream decode rate by the server's own record (tokens after the first write)."""
+    return statistics.median((s["tokens"] - 1) / (s["last_write_t"] - s["first_write_t"]) for s in served)
+
+
 def _bench(url: str, c: int, **kw: Any) -> Any:
     opts = BenchOptions(contexts=[64], concurrency=[c], decode_tokens=DECODE, repeat=1, **kw)
     return run_bench(url, opts)
@@ -46,7 +51,10 @@ def test_ttft_decode_and_aggregate_match_the_server(streams: int) -> None:
     assert abs(cell.ttft_ms_p50 - true_ttft) <= 2.0, (cell.ttft_ms_p50, true_ttft)
     assert abs(cell.ttft_ms_p50 - TTFT_MS) <= 10.0  # the server itself keeps to its schedule
     rate = 1000.0 / TOKEN_MS
-    assert cell.decode_tok_s_per_stream == pytest.approx(rate, rel=0.005)
+    # the client against the server's own record; the server against its schedule (a loaded host
+    # makes its timers late, which is not the client's error)
+    assert cell.decode_tok_s_per_stream == pytest.approx(_served_rate(served), rel=0.005)
+    assert _served_rate(served) == pytest.approx(rate, rel=0.03)
     # decode tokens of every stream over the server's first-to-last content write (its own record)
     span = max(s["last_write_t"] for s in served) - min(s["first_write_t"] for s in served)
     assert cell.decode_tok_s_aggregate == pytest.approx(streams * (DECODE - 1) / span, rel=0.01)
@@ -71,7 +79,8 @@ def test_fast_streams_read_in_batches_keep_exact_numbers(interval_ms: float) -> 
     true_ttft = statistics.median((s["first_write_t"] - s["recv_t"]) * 1000 for s in served)
     assert cell.errors == 0 and not cell.client_bound, cell.flags
     assert abs(cell.ttft_ms_p50 - true_ttft) <= 2.0, (cell.ttft_ms_p50, true_ttft)
-    assert cell.decode_tok_s_per_stream == pytest.approx(500.0, rel=0.005)
+    assert cell.decode_tok_s_per_stream == pytest.approx(_served_rate(served), rel=0.005)
+    assert _served_rate(served) == pytest.approx(500.0, rel=0.03)
     span = max(s["last_write_t"] for s in served) - min(s["first_write_t"] for s in served)
     assert cell.decode_tok_s_aggregate == pytest.approx(16 * 399 / span, rel=0.01)
     assert cell.completion_tokens == 400 and cell.output_length_ok
