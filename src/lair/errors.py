@@ -199,17 +199,32 @@ class FitError(LairError):
 
 class RegistryError(LairError):
     """A registry request failed: ``status`` is the HTTP status, ``code`` a stable name such as
-    ``not_found``, ``invalid``, ``conflict``; ``errors`` holds located recipe problems when there are any."""
+    ``not_found``, ``invalid``, ``conflict``; ``errors`` holds located recipe problems when there are any,
+    ``reasons`` every reason a run report was refused."""
 
     code = "registry"
 
     def __init__(
-        self, status: int, code: str, message: str, *, hint: str = "", errors: list[Issue] | None = None
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        hint: str = "",
+        errors: list[Issue] | None = None,
+        reasons: list[str] | None = None,
     ) -> None:
         super().__init__(message, hint=hint)
         self.status = status
         self.code = code
         self.errors = list(errors or [])
+        self.reasons = list(reasons or [])
+
+    @property
+    def exit_code(self) -> int:  # type: ignore[override]
+        """For the CLI client: 3 refused (413/422), 4 duplicate (409), 5 not allowed (401/403),
+        6 registry unreachable (status 0), else 1."""
+        return {0: 6, 401: 5, 403: 5, 409: 4, 413: 3, 422: 3}.get(self.status, 1)
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"code": self.code, "message": self.message, "status": self.status}
@@ -217,4 +232,6 @@ class RegistryError(LairError):
             d["hint"] = self.hint
         if self.errors:
             d["errors"] = [i.as_dict() for i in self.errors]
+        if self.reasons:
+            d["reasons"] = self.reasons
         return d

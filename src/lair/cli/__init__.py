@@ -28,6 +28,8 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lair.cli.bench_cmds": ("bench", "report"),
     "lair.cli.fit_cmds": ("fit",),
     "lair.cli.registry_cmds": ("serve", "registry"),
+    "lair.cli.client_cmds": ("login", "search", "pull", "push", "submit"),
+    "lair.cli.demo_cmds": ("demo",),
     "lair.cli.completion": ("completion",),
 }
 

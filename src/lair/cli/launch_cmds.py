@@ -91,6 +91,9 @@ def register(sub: Any) -> None:
     p.add_argument("--bench-decode-tokens", type=int, default=128, metavar="N", help="output length")
     p.add_argument("--bench-repeat", type=int, default=3, metavar="N", help="repeats per cell")
     p.add_argument("--bench-tokenizer", metavar="PATH", help="local tokenizer.json for exact prompt sizing")
+    p.add_argument(
+        "--submit", action="store_true", help="with --bench: upload the report to the registry (lair submit)"
+    )
     p.set_defaults(handler=cmd_launch)
 
     p = sub.add_parser("status", help="runs from the journal, with a live check of their processes")
@@ -300,29 +303,53 @@ def _bench_report(args: argparse.Namespace, run_id: str, result: Any, secrets: l
     )
 
 
+def _submit(report: Path) -> dict[str, Any]:
+    """``--submit``: upload the report; a refusal raises (the report stays on disk)."""
+    from lair.cli.client_cmds import say_stored, submit_report
+
+    err(f"submitting {report.name} to the registry")
+    out = submit_report(report)
+    say_stored(out)
+    return out
+
+
+def _finish_bench(args: argparse.Namespace, res: Any, bench: dict[str, Any]) -> int | None:
+    """The report of ``--bench`` (and its upload with ``--submit``); an exit code, or None to go on."""
+    report = _bench_report(args, res.run_id, bench["result"], bench.get("secrets", []))
+    failure = bench["result"].failure()  # failed requests: exit 1 with the server's messages
+    doc = {"run_id": res.run_id, "state": res.state, "bench": bench["result"].as_dict()}
+    doc |= {"report": str(report), "ok": failure is None}
+    if not args.json:
+        _print_bench(bench["result"])
+        err(f"report: {report}")
+    if failure is not None:
+        if args.json:
+            dump_json(doc)
+        err(f"error: {failure.render()}")
+        return int(failure.exit_code)
+    stored = _submit(report) if args.submit else None  # refused: raises, the report stays
+    if args.json:
+        dump_json(doc | ({"submitted": stored} if stored else {}))
+        return 0
+    return None
+
+
 def cmd_launch(args: argparse.Namespace) -> int:
     from lair.launch import launch
 
     if args.bench and args.detach:
         err("error: --bench runs in the foreground (it stops the run when done); drop --detach")
         return 2
+    if args.submit and not args.bench:
+        err("error: --submit uploads the --bench report; add --bench")
+        return 2
     bench: dict[str, Any] = {}
     on_ready = _bench(args, bench) if args.bench else None
     res = _with_prompt(args, lambda req: launch(req, detach=args.detach, progress=err, on_ready=on_ready))
     if args.bench and "result" in bench:
-        report = _bench_report(args, res.run_id, bench["result"], bench.get("secrets", []))
-        failure = bench["result"].failure()  # failed requests: exit 1 with the server's messages
-        if args.json:
-            doc = {"run_id": res.run_id, "state": res.state, "bench": bench["result"].as_dict()}
-            dump_json({**doc, "report": str(report), "ok": failure is None})
-        else:
-            _print_bench(bench["result"])
-            err(f"report: {report}")
-        if failure is not None:
-            err(f"error: {failure.render()}")
-            return int(failure.exit_code)
-        if args.json:
-            return 0
+        rc = _finish_bench(args, res, bench)
+        if rc is not None:
+            return rc
     if args.json:
         dump_json(
             {"run_id": res.run_id, "endpoint": res.endpoint, "state": res.state, "ready_s": res.ready_s}

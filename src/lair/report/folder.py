@@ -184,13 +184,16 @@ def _write_recipe(
 ) -> dict[str, Any]:
     if recipe_path is None:
         return {}
-    from lair.recipe import redacted_toml
+    from lair.recipe import load_recipe, redacted_toml
+    from lair.recipe.digest import model_sha256
 
     path = Path(recipe_path)
     stem = path.name.split(".")[0]
     copy = out / f"{stem}.recipe.toml"
     copy.write_text(_redact(redacted_toml(path, dict(values or {})), secrets))
-    return {"source": str(path), "file": copy.name, "sha256": sha256_file(path)}
+    info = {"source": str(path), "file": copy.name, "sha256": sha256_file(path)}
+    # the source's canonical model, before placeholders: the registry finds the revision by it
+    return info | {"model_sha256": model_sha256(load_recipe(path))}
 
 
 def _dump(path: Path, data: Any) -> None:

@@ -34,6 +34,7 @@ __all__ = [
     "Recipe",
     "RecipeTag",
     "RegistryVersion",
+    "Report",
     "Revision",
     "Session",
     "User",
@@ -155,6 +156,7 @@ class Measurement(Base):
     __table_args__ = (
         Index("ix_measurements_recipe", "recipe_id", "context"),
         Index("ix_measurements_context_decode", "context", "decode_tok_s"),
+        Index("ix_measurements_report", "report_id"),
     )
 
 
@@ -209,3 +211,24 @@ class ApiToken(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (Index("ix_api_tokens_user", "user_id"),)
+
+
+class Report(Base):
+    """An accepted run report (migration 0003). ``digest`` is the sha256 of its results and raw
+    timings, so the same report uploaded twice is one report; ``files`` lists the raw files kept in the
+    blob store under ``reports/<id>/``; ``rig_fingerprint`` is the hash of the rig's hardware."""
+
+    __tablename__ = "reports"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    recipe_id: Mapped[int] = mapped_column(ForeignKey("recipes.id", ondelete="CASCADE"))
+    revision_id: Mapped[int] = mapped_column(ForeignKey("revisions.id", ondelete="CASCADE"))
+    submitted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    rig_fingerprint: Mapped[str] = mapped_column(String(64))
+    fingerprint: Mapped[str] = mapped_column(Text)
+    files: Mapped[str] = mapped_column(Text)
+    run_name: Mapped[str] = mapped_column(String(500), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_reports_recipe", "recipe_id", "created_at"),)

@@ -7,19 +7,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import tomllib
 
 from lair.errors import RegistryError
-from lair.recipe import Recipe, export_text, load_text, to_data
+from lair.recipe import Recipe, export_text, load_text
+from lair.recipe.digest import model_sha256
 
 __all__ = ["canonical", "model_sha256", "parse_recipe", "recipe_from_canonical"]
-
-
-def model_sha256(recipe: Recipe) -> str:
-    blob = json.dumps(to_data(recipe), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def parse_recipe(text: str, name: str = "recipe.toml", fmt: str = "toml") -> Recipe:

@@ -18,6 +18,7 @@ from lair.registry.service.driver import driver_floor
 from lair.registry.service.fitting import gpu_choices, known_facts, rated_rows
 from lair.registry.service.placeholders import form_fields
 from lair.registry.service.read import RecipeRecord
+from lair.registry.service.tiers import MAX_SPREAD, MIN_RIGS
 from lair.registry.service.timefmt import iso
 
 __all__ = ["SECTIONS", "agent_prompt", "fmt_tokens", "recipe_page"]
@@ -85,6 +86,8 @@ def _performance(rec: RecipeRecord) -> dict[str, Any]:
         "roofline_missing": why,
         "provenances": provenances,
         "all_reported": provenances == ["reported"],
+        "min_rigs": MIN_RIGS,
+        "max_spread": round(100 * MAX_SPREAD),
         "notes": rec.recipe.meta.performance_notes,
         "chart": speed_chart(rec.measurements),
         "quality": [q.model_dump() for q in rec.recipe.meta.quality],

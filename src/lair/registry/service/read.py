@@ -93,7 +93,11 @@ def _measurements(conn: Connection, recipe_id: int, revision_number: int) -> lis
         .where(sa.or_(m.c.provenance != "reported", REVISIONS.c.number == revision_number))
         .order_by(m.c.context, m.c.concurrency, m.c.id)
     )
-    return [_measurement(r) for r in conn.execute(stmt)]
+    from lair.registry.service.reports import report_files
+    from lair.registry.service.tiers import annotate
+
+    rows = [_measurement(r) for r in conn.execute(stmt)]
+    return annotate(rows, report_files(conn, {r["report_id"] for r in rows if r["report_id"]}))
 
 
 def _measurement(r: Any) -> dict[str, Any]:
@@ -112,6 +116,8 @@ def _measurement(r: Any) -> dict[str, Any]:
         "created_at": r.created_at.isoformat(),
         "retracted": r.retracted_at is not None,
         "retracted_reason": r.retracted_reason,
+        "report_id": r.report_id,
+        "rig": r.rig_fingerprint,
     }
 
 

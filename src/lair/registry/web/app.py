@@ -16,7 +16,8 @@ from starlette.staticfiles import StaticFiles
 
 from lair.errors import RegistryError
 from lair.registry.db.engine import connect_url, default_url, make_engine
-from lair.registry.web import pages, routes, writes
+from lair.registry.service.blobs import blob_store
+from lair.registry.web import pages, report_routes, routes, writes
 from lair.registry.web.cache import ResponseCache, make_versions
 from lair.registry.web.middleware import CacheMiddleware, _SecureSend
 from lair.registry.web.render import envelope, html
@@ -41,7 +42,7 @@ def _error(
 
 async def _registry_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RegistryError)
-    extra = {k: v for k, v in exc.as_dict().items() if k in ("hint", "errors")}
+    extra = {k: v for k, v in exc.as_dict().items() if k in ("hint", "errors", "reasons")}
     return _error(request, exc.status, exc.code, exc.message, extra)
 
 
@@ -98,6 +99,10 @@ def _routes() -> list[Any]:
         Route("/api/v1/recipes/{slug}/revisions/{name}", r.api_revision),
         Route("/api/v1/recipes/{slug}/placeholders", r.placeholders_json),
         Route("/api/v1/recipes/{slug}/fit", r.fit_json),
+        Route("/api/v1/reports", report_routes.submit, methods=["POST"]),
+        Route("/api/v1/reports/{name}", report_routes.report_json),
+        Route("/reports/{name}", report_routes.report_page),
+        Route("/reports/{rid}/files/{path:path}", report_routes.report_file),
         Route("/api/v1/gpus", r.gpus),
         Route("/api/v1/health", r.health),
         Route("/api/v1/openapi.json", r.openapi),
@@ -107,8 +112,13 @@ def _routes() -> list[Any]:
 
 
 def create_app(
-    db_url: str | None = None, *, public_url: str | None = None, cache_bytes: int | None = None
+    db_url: str | None = None,
+    *,
+    public_url: str | None = None,
+    cache_bytes: int | None = None,
+    blobs: str | None = None,
 ) -> Any:
+    """The app over ``db_url``; report files go to the blob store ``blobs`` (see ``blob_store``)."""
     url = connect_url(db_url or default_url())
     engine = make_engine(url)
     versions = make_versions(url)
@@ -129,6 +139,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.engine = engine
+    app.state.blobs = blob_store(blobs or os.environ.get("LAIR_REGISTRY_BLOBS"), db_url=url)
     app.state.public_url = (public_url or os.environ.get("LAIR_REGISTRY_PUBLIC_URL") or "").rstrip("/")
     size = (
         cache_bytes if cache_bytes is not None else int(os.environ.get("LAIR_REGISTRY_CACHE_MB", "256")) << 20

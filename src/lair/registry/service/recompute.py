@@ -1,0 +1,197 @@
+"""Every cell of a run report recomputed from its raw per-request timings (``requests.jsonl``).
+
+The definitions are lair's own (:mod:`lair.bench.definitions`), applied exactly as the bench applies
+them; the results' cells must agree with the recomputation within rounding (``REL_TOL``: the raw
+file keeps times to the microsecond and token shares to three decimals). Besides agreement, a cell
+must be a clean measurement to be verified: full output lengths, a cold cache that was proven cold
+(an engine counter or ``cached_tokens`` in the responses), a client that was not the bottleneck, and
+no failed requests.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from itertools import accumulate, pairwise
+from typing import Any
+
+from lair.bench import definitions as d
+
+__all__ = ["ABS_TOL", "REL_TOL", "check_cells", "timing_of"]
+
+REL_TOL = 2e-3
+"""Relative disagreement allowed between a reported number and its recomputation (rounding)."""
+ABS_TOL = 1e-2
+
+_NUMBERS = (
+    "ttft_ms_p50",
+    "ttft_ms_p90",
+    "prefill_tok_s",
+    "decode_tok_s_per_stream",
+    "decode_tok_s_aggregate",
+)
+_CLIENT_KEYS = ("cpu_fraction_max", "loop_lag_p99_ms_max", "batched_lag_p99_ms_max", "chunk_gap_ms_p50")
+_EXACT = ("repeats", "prompt_tokens", "completion_tokens", "cached_tokens", "errors", "output_length_ok")
+
+
+def timing_of(row: dict[str, Any]) -> d.RequestTiming:
+    """One raw request row back as the bench's :class:`RequestTiming` (seconds from the repeat's start)."""
+    send_ms = float(row["send_ms"])
+    times = [(send_ms + float(c)) / 1000 for c in row.get("chunk_ms") or []]
+    tokens = [float(t) for t in row.get("chunk_tokens") or []]
+    cum = list(accumulate(tokens)) if len(tokens) == len(times) else []
+    return d.RequestTiming(
+        send_t=send_ms / 1000,
+        content_times=times,
+        content_cum_tokens=cum,  # type: ignore[arg-type]  # shares keep their fractions
+        prompt_tokens=row.get("prompt_tokens"),
+        completion_tokens=row.get("completion_tokens"),
+        cached_tokens=row.get("cached_tokens"),
+        status=int(row.get("status") or 0),
+        error=str(row.get("error") or ""),
+    )
+
+
+def _median_int(values: list[int | None]) -> int | None:
+    xs = [v for v in values if v is not None]
+    return round(d.percentile(xs, 50)) if xs else None
+
+
+def _p50(values: list[float | None]) -> float | None:
+    sm = d.summarize(values)
+    return sm.p50 if sm else None
+
+
+def _recompute(
+    reps: list[list[d.RequestTiming]], cell: dict[str, Any], want: int, force: bool
+) -> dict[str, Any]:
+    rs = [r for rep in reps for r in rep]
+    ok = [r for r in rs if r.ok]
+    ttft = d.summarize([t * 1000 if (t := d.ttft_s(r)) is not None else None for r in ok])
+    reported = [r.cached_tokens for r in ok if r.cached_tokens is not None]
+    hits = [
+        h for m in cell.get("engine_metrics") or [] if (h := m.get("prefix_cache_hits_delta")) is not None
+    ]
+    return {
+        "repeats": len(reps),
+        "prompt_tokens": _median_int([r.prompt_tokens for r in ok]),
+        "ttft_ms_p50": ttft.p50 if ttft else None,
+        "ttft_ms_p90": ttft.p90 if ttft else None,
+        "prefill_tok_s": _p50([d.prefill_tok_s([r for r in rep if r.ok]) for rep in reps]),
+        "decode_tok_s_per_stream": _p50([d.per_stream_decode_tok_s(r) for r in ok]),
+        "decode_tok_s_aggregate": _p50([d.aggregate_decode_tok_s([r for r in rep if r.ok]) for rep in reps]),
+        "completion_tokens": _median_int([r.completion_tokens for r in ok]),
+        "cached_tokens": sum(reported) if reported else None,
+        "cache_hit": d.is_cache_hit([r.cached_tokens for r in ok], sum(hits)),
+        "cold_proven": bool(hits) or bool(reported),
+        "output_length_ok": not force or all(r.completion_tokens == want for r in ok),
+        "errors": len(rs) - len(ok),
+        "chunk_gap_ms": max((d.chunk_gap_ms(rep) for rep in reps), default=0.0),
+    }
+
+
+def _close(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=ABS_TOL)
+
+
+def _client_bound(cell: dict[str, Any], gap_ms: float, interval_ms: float) -> bool:
+    """What the cell's recorded client load says (any repeat over a bound makes the cell bound)."""
+    c = cell.get("client") or {}
+    return d.is_client_bound(
+        float(c.get("cpu_fraction_max", 0.0)),
+        1.0,
+        float(c.get("loop_lag_p99_ms_max", 0.0)),
+        gap_ms,
+        float(c.get("batched_lag_p99_ms_max", 0.0)),
+        interval_ms,
+    )
+
+
+def _disagreements(where: str, cell: dict[str, Any], again: dict[str, Any]) -> list[str]:
+    out = []
+    for key in _NUMBERS:
+        if not _close(cell.get(key), again[key]):
+            out.append(
+                f"{where}: {key} is {cell.get(key)} in results.json; the raw timings give {again[key]}"
+            )
+    for key in (*_EXACT, "cache_hit"):
+        if cell.get(key) != again[key]:
+            out.append(
+                f"{where}: {key} is {cell.get(key)!r} in results.json; the raw timings give {again[key]!r}"
+            )
+    return out
+
+
+def _cleanliness(where: str, cell: dict[str, Any], again: dict[str, Any], bound: bool) -> list[str]:
+    out = []
+    if not again["output_length_ok"]:
+        out.append(f"{where}: output lengths short of the {cell.get('_want')} tokens asked for")
+    if again["cache_hit"]:
+        out.append(f"{where}: prompts hit the prefix cache (a warm-cache number)")
+    if not again["cold_proven"]:
+        out.append(f"{where}: cold cache not proven (no engine hit counter, no cached_tokens in responses)")
+    if bound or cell.get("client_bound"):
+        c = cell.get("client") or {}
+        load = ", ".join(f"{k} {c[k]:.3g}" for k in _CLIENT_KEYS if isinstance(c.get(k), int | float))
+        out.append(f"{where}: client-bound (the bench, not the server, limited the numbers: {load})")
+    if again["errors"]:
+        out.append(f"{where}: {again['errors']} failed requests")
+    return out
+
+
+def _row_reasons(rows: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for i, row in enumerate(rows):
+        chunks = row.get("chunk_ms") or []
+        if chunks and not _close(row.get("ttft_ms"), chunks[0]):
+            out.append(
+                f"requests.jsonl line {i + 1}: ttft_ms {row.get('ttft_ms')} "
+                f"is not its first chunk {chunks[0]}"
+            )
+        if any(b < a for a, b in pairwise(chunks)):
+            out.append(f"requests.jsonl line {i + 1}: chunk times go backwards")
+        tokens = row.get("chunk_tokens") or []
+        if len(tokens) != len(chunks):
+            out.append(
+                f"requests.jsonl line {i + 1}: {len(tokens)} chunk token counts for {len(chunks)} chunks"
+            )
+        elif row.get("completion_tokens") is not None and not _close(sum(tokens), row["completion_tokens"]):
+            out.append(
+                f"requests.jsonl line {i + 1}: chunk tokens add up to {sum(tokens):.3f}, "
+                "not completion_tokens"
+            )
+    return out
+
+
+def _grouped(rows: list[dict[str, Any]]) -> dict[tuple[int, int], dict[int, list[dict[str, Any]]]]:
+    groups: dict[tuple[int, int], dict[int, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        groups[(int(row["context"]), int(row["concurrency"]))][int(row["repeat"])].append(row)
+    return groups
+
+
+def check_cells(bench: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """(the recomputed cells, every reason the report cannot be verified); no reasons: all clean."""
+    opts = bench.get("options") or {}
+    want, force = int(opts.get("decode_tokens", 0)), bool(opts.get("force_output", True))
+    interval = float(opts.get("read_interval_ms", 0.0))
+    groups, reasons, out = _grouped(rows), _row_reasons(rows), []
+    cells = bench.get("cells") or []
+    if not cells:
+        reasons.append("results.json holds no cells")
+    for cell in cells:
+        key = (int(cell["context"]), int(cell["concurrency"]))
+        where = f"cell ctx {key[0]} x{key[1]}"
+        reps = groups.pop(key, {})
+        if not reps or any(len(v) != key[1] for v in reps.values()):
+            reasons.append(f"{where}: requests.jsonl lacks its requests ({key[1]} per repeat)")
+            continue
+        again = _recompute([[timing_of(r) for r in reps[i]] for i in sorted(reps)], cell, want, force)
+        bound = _client_bound(cell, again["chunk_gap_ms"], interval)
+        reasons += _disagreements(where, cell, again)
+        reasons += _cleanliness(where, cell | {"_want": want}, again, bound)
+        out.append(again | {"context": key[0], "concurrency": key[1]})
+    reasons += [f"requests.jsonl has requests of ctx {c} x{n} that no cell reports" for c, n in groups]
+    return out, reasons

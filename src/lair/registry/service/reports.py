@@ -1,0 +1,154 @@
+"""Accepting run reports: unpack, verify, store the raw files, record the verified speed rows.
+
+``submit_report`` refuses before anything is written (archive, verification: 413/422 with every
+reason; the same raw timings uploaded again: 409). An accepted report gets a row in ``reports``, its
+raw files in the blob store under ``reports/<id>/`` and one ``verified`` measurement per cell, tied to
+the revision the report names; the recipe's ``verified_rows`` facet is bumped for the filters.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+from sqlalchemy.exc import IntegrityError
+
+from lair.errors import RegistryError
+from lair.registry.db.schema import Report
+from lair.registry.service.archive import unpack
+from lair.registry.service.blobs import BlobStore
+from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, bump_version, ensure_user, now
+from lair.registry.service.verify import Found, Verified, verify_report
+
+__all__ = ["REPORTS", "find_revision", "get_report", "read_report_file", "report_files", "submit_report"]
+
+REPORTS = cast(sa.Table, Report.__table__)
+
+_KEPT = re.compile(
+    r"^(results\.json|requests\.jsonl|fingerprint\.json|report\.md|[\w.-]+\.recipe\.toml|logs/[\w.-]+\.log)$"
+)
+"""The raw files kept and served (as plain text); report.html is not served from the registry's origin."""
+
+
+def find_revision(conn: Connection, sha256: str) -> tuple[int, int, Found] | None:
+    """(recipe id, revision id, the revision) of the oldest visible revision with this model sha256."""
+    stmt = (
+        sa.select(
+            REVISIONS.c.id, REVISIONS.c.number, REVISIONS.c.toml, RECIPES.c.id.label("rid"), RECIPES.c.slug
+        )
+        .join(RECIPES, RECIPES.c.id == REVISIONS.c.recipe_id)
+        .where(REVISIONS.c.sha256 == sha256, RECIPES.c.hidden == sa.false())
+        .order_by(RECIPES.c.id, REVISIONS.c.number)
+        .limit(1)
+    )
+    r = conn.execute(stmt).first()
+    return (int(r.rid), int(r.id), Found(r.slug, int(r.number), r.toml)) if r else None
+
+
+def _duplicate(conn: Connection, digest: str) -> RegistryError | None:
+    found = conn.execute(sa.select(REPORTS.c.id).where(REPORTS.c.digest == digest)).scalar()
+    if found is None:
+        return None
+    why = f"duplicate of report {found}: the same raw timings were uploaded already"
+    return RegistryError(409, "duplicate", why, reasons=[why])
+
+
+def _measurements(
+    v: Verified, ids: tuple[int, int], report_id: str, user: int | None
+) -> list[dict[str, Any]]:
+    base = {"recipe_id": ids[0], "revision_id": ids[1], "provenance": "verified", "submitted_by": user}
+    base |= {"rig_fingerprint": v.rig, "report_id": report_id, "created_at": now(), "note": ""}
+    keys = ("context", "concurrency", "prefill_tok_s", "decode_tok_s", "decode_tok_s_per_stream", "ttft_ms")
+    return [base | {k: r[k] for k in keys} for r in v.rows]
+
+
+def _record(
+    conn: Connection, v: Verified, ids: tuple[int, int], report_id: str, user: str | None, kept: list[str]
+) -> None:
+    user_id = ensure_user(conn, user) if user else None
+    conn.execute(
+        sa.insert(REPORTS).values(
+            id=report_id, digest=v.digest, recipe_id=ids[0], revision_id=ids[1], submitted_by=user_id,
+            rig_fingerprint=v.rig, fingerprint=json.dumps(v.fingerprint, sort_keys=True),
+            files=json.dumps(kept), run_name=v.run_name[:500], created_at=now(),
+        )
+    )  # fmt: skip
+    conn.execute(sa.insert(MEASUREMENTS), _measurements(v, ids, report_id, user_id))
+    best = max((r["decode_tok_s"] or 0.0 for r in v.rows), default=0.0)
+    rec = RECIPES.c
+    conn.execute(
+        sa.update(RECIPES)
+        .where(rec.id == ids[0])
+        .values(
+            verified_rows=rec.verified_rows + len(v.rows),
+            best_decode_tok_s=sa.case(
+                (sa.func.coalesce(rec.best_decode_tok_s, 0.0) < best, best), else_=rec.best_decode_tok_s
+            ),
+        )
+    )
+    bump_version(conn)
+
+
+def submit_report(conn: Connection, data: bytes, *, user: str | None, store: BlobStore) -> dict[str, Any]:
+    """Verify and store one report (``data``: the report folder as ``.tar.gz``); commit is the caller's."""
+    files = unpack(data)
+    ids: dict[str, tuple[int, int]] = {}
+
+    def find(sha: str) -> Found | None:
+        hit = find_revision(conn, sha)
+        if hit is None:
+            return None
+        ids["ids"] = hit[:2]
+        return hit[2]
+
+    v = verify_report(files, find)
+    if (dup := _duplicate(conn, v.digest)) is not None:
+        raise dup
+    report_id = secrets.token_hex(8)
+    kept = sorted(n for n in files if _KEPT.fullmatch(n))
+    for name in kept:
+        store.put(f"reports/{report_id}/{name}", files[name])
+    try:
+        _record(conn, v, ids["ids"], report_id, user, kept)
+    except IntegrityError:  # the same report, uploaded at the same moment through another process
+        store.delete_prefix(f"reports/{report_id}")
+        raise RegistryError(
+            409, "duplicate", "this report was uploaded already", reasons=["duplicate: uploaded already"]
+        ) from None
+    return {"ok": True, "id": report_id, "slug": v.found.slug, "revision": v.found.revision, "rows": v.rows}
+
+
+def get_report(conn: Connection, report_id: str) -> dict[str, Any]:
+    """A stored report's summary: revision, rig, fingerprint and the names of its raw files."""
+    r = conn.execute(
+        sa.select(REPORTS, RECIPES.c.slug, REVISIONS.c.number)
+        .join(RECIPES, RECIPES.c.id == REPORTS.c.recipe_id)
+        .join(REVISIONS, REVISIONS.c.id == REPORTS.c.revision_id)
+        .where(REPORTS.c.id == report_id)
+    ).first()
+    if r is None:
+        raise RegistryError(404, "not_found", f"no report {report_id!r}")
+    return {
+        "ok": True, "id": r.id, "slug": r.slug, "revision": r.number, "rig_fingerprint": r.rig_fingerprint,
+        "fingerprint": json.loads(r.fingerprint), "files": json.loads(r.files), "run_name": r.run_name,
+        "created_at": r.created_at.isoformat(),
+    }  # fmt: skip
+
+
+def read_report_file(conn: Connection, store: BlobStore, report_id: str, name: str) -> bytes:
+    """One raw file of a stored report (only the files it lists)."""
+    if name not in get_report(conn, report_id)["files"]:
+        raise RegistryError(404, "not_found", f"report {report_id} has no file {name!r}")
+    return store.get(f"reports/{report_id}/{name}")
+
+
+def report_files(conn: Connection, ids: set[str]) -> dict[str, list[str]]:
+    """The raw file names of each of the reports ``ids``."""
+    if not ids:
+        return {}
+    stmt = sa.select(REPORTS.c.id, REPORTS.c.files).where(REPORTS.c.id.in_(sorted(ids)))
+    return {r.id: json.loads(r.files) for r in conn.execute(stmt)}

@@ -1,0 +1,192 @@
+"""Verification of an uploaded run report, as a pure function of its files (no HTTP, no database).
+
+:func:`verify_report` checks, and lists every reason it refuses:
+
+1. the files a report folder holds (``results.json``, ``requests.jsonl``, ``fingerprint.json``, the
+   recipe as run) are there and parse, and ``fingerprint.json`` is the fingerprint in the results;
+2. the report names its source recipe by the sha256 of its canonical model and a published revision
+   has that sha256 (``find_revision``); the recipe as run is that revision with only placeholder
+   values filled in (:mod:`.asrun`);
+3. every cell agrees with its recomputation from the raw timings and is a clean measurement
+   (:mod:`.recompute`);
+4. no row is above 100% of the roofline of the fingerprint's GPUs (when the registry knows the
+   model's facts and the fingerprint names a GPU; otherwise the row says why it was not rated).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lair.errors import FitError
+from lair.recipe import Recipe
+from lair.registry.service.archive import refuse
+from lair.registry.service.asrun import check_as_run
+from lair.registry.service.canonical import recipe_from_canonical
+from lair.registry.service.recompute import check_cells
+
+__all__ = ["Found", "Verified", "rig_fingerprint", "verify_report"]
+
+REQUIRED = ("results.json", "requests.jsonl", "fingerprint.json")
+
+
+@dataclass(frozen=True)
+class Found:
+    """The published revision a report names."""
+
+    slug: str
+    revision: int
+    toml: str
+
+
+@dataclass
+class Verified:
+    """An accepted report: its revision, its speed rows, the rig and the digest that dedupes it."""
+
+    found: Found
+    digest: str
+    rig: str
+    fingerprint: dict[str, Any]
+    run_name: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def rig_fingerprint(fp: dict[str, Any]) -> str:
+    """The rig's identity: a hash of its hardware (GPUs, CPU, memory), not of its software."""
+    gpus = fp.get("gpus") or {}
+    cpu = fp.get("cpu") or {}
+    hw = {
+        "gpus": {k: gpus.get(k) for k in ("count", "models", "memory")} if gpus else None,
+        "cpu": {k: cpu.get(k) for k in ("model", "count", "arch")},
+        "ram_bytes": fp.get("ram_bytes"),
+    }
+    return hashlib.sha256(json.dumps(hw, sort_keys=True).encode()).hexdigest()
+
+
+def _json(files: dict[str, bytes], name: str, reasons: list[str]) -> Any:
+    try:
+        return json.loads(files[name])
+    except KeyError:
+        reasons.append(f"{name} missing from the report")
+    except ValueError as exc:
+        reasons.append(f"{name} is not JSON: {exc}")
+    return None
+
+
+def _rows(files: dict[str, bytes], reasons: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for i, line in enumerate(files.get("requests.jsonl", b"").decode(errors="replace").splitlines()):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            reasons.append(f"requests.jsonl line {i + 1} is not JSON")
+            continue
+        out.append(row)
+    return out
+
+
+def _documents(files: dict[str, bytes], reasons: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    doc = _json(files, "results.json", reasons)
+    fp = _json(files, "fingerprint.json", reasons)
+    if "requests.jsonl" not in files:
+        reasons.append("requests.jsonl missing from the report")
+    if not isinstance(doc, dict) or doc.get("kind") != "lair.run_report" or "bench" not in doc:
+        if doc is not None:
+            reasons.append("results.json is not a lair run report")
+        return {}, []
+    if fp is not None and fp != doc.get("fingerprint"):
+        reasons.append("fingerprint.json differs from the fingerprint in results.json")
+    return doc, _rows(files, reasons)
+
+
+def _revision(
+    doc: dict[str, Any], files: dict[str, bytes], find: Callable[[str], Found | None], reasons: list[str]
+) -> Found | None:
+    info = doc.get("recipe") or {}
+    sha = info.get("model_sha256")
+    if not isinstance(sha, str):
+        reasons.append("the report does not name its source recipe (recipe.model_sha256 missing)")
+        return None
+    found = find(sha)
+    if found is None:
+        reasons.append(f"no published revision has the source recipe's sha256 {sha}")
+        return None
+    name = str(info.get("file") or "")
+    if name not in files:
+        reasons.append(f"the recipe as run ({name or 'recipe.file'}) is missing from the report")
+        return found
+    reasons += check_as_run(found.toml, files[name].decode(errors="replace"))
+    return found
+
+
+def _gpus(fp: dict[str, Any]) -> tuple[str, int] | None:
+    gpus = fp.get("gpus") or {}
+    models = gpus.get("models") or []
+    return (str(models[0]), int(gpus.get("count") or len(models))) if models else None
+
+
+def _ratings(recipe: Recipe, fp: dict[str, Any], cells: list[dict[str, Any]]) -> tuple[list[Any], str]:
+    from lair.fit import Hardware, Measured, find_device, layout_from_recipe, rate_row
+    from lair.registry.service.fitting import known_facts
+
+    facts, why = known_facts(recipe)
+    spec = _gpus(fp)
+    if facts is None or spec is None:
+        return [None] * len(cells), why or "no roofline: the fingerprint names no GPU"
+    try:
+        hw = Hardware(find_device(spec[0]), gpus=spec[1])
+    except FitError as exc:
+        return [None] * len(cells), f"no roofline: {exc.message}"
+    layout, out = layout_from_recipe(recipe), []
+    for c in cells:
+        ctx, conc = int(c.get("prompt_tokens") or c["context"]), int(c["concurrency"])
+        m = Measured(ctx, conc, c.get("prefill_tok_s"), c.get("decode_tok_s_per_stream"))
+        out.append(rate_row(facts, hw, layout, m, decode_is_aggregate=False).as_dict())
+    return out, ""
+
+
+def _speed_rows(cells: list[dict[str, Any]], ratings: list[Any], why: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "context": c["context"],
+            "concurrency": c["concurrency"],
+            "prompt_tokens": c.get("prompt_tokens"),
+            "ttft_ms": c.get("ttft_ms_p50"),
+            "prefill_tok_s": c.get("prefill_tok_s"),
+            "decode_tok_s": c.get("decode_tok_s_aggregate"),
+            "decode_tok_s_per_stream": c.get("decode_tok_s_per_stream"),
+            "roofline": rate or {"missing": why},
+        }
+        for c, rate in zip(cells, ratings, strict=True)
+    ]
+
+
+def digest_of(rows: list[dict[str, Any]]) -> str:
+    """The report's identity: its raw timings (every run's differ), independent of file layout."""
+    blob = json.dumps(rows, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def verify_report(files: dict[str, bytes], find_revision: Callable[[str], Found | None]) -> Verified:
+    """The accepted report, or a :class:`RegistryError` (422) listing every reason it was refused."""
+    reasons: list[str] = []
+    doc, rows = _documents(files, reasons)
+    if not doc:
+        raise refuse(422, "report_refused", reasons or ["not a lair run report"])
+    found = _revision(doc, files, find_revision, reasons)
+    _, cell_reasons = check_cells(doc["bench"], rows)
+    reasons += cell_reasons
+    cells = doc["bench"].get("cells") or []
+    fp = doc.get("fingerprint") or {}
+    ratings, why = _ratings(recipe_from_canonical(found.toml), fp, cells) if found else ([], "")
+    for cell, rate in zip(cells, ratings, strict=False):
+        if rate and rate["implausible"]:
+            where = f"cell ctx {cell['context']} x{cell['concurrency']}"
+            reasons.append(f"{where}: above 100% of the roofline ({rate['why']})")
+    if reasons or found is None:
+        raise refuse(422, "report_refused", reasons)
+    rows_out = _speed_rows(cells, ratings, why)
+    return Verified(found, digest_of(rows), rig_fingerprint(fp), fp, str(doc.get("run_name") or ""), rows_out)

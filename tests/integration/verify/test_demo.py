@@ -1,0 +1,101 @@
+"""``lair demo``: one command serves a registry, launches and benchmarks the tiny recipe, submits its
+report and keeps the site up with the verified row beside the seeded examples; Ctrl-C (SIGINT to the
+demo's process group, as a terminal sends it) stops everything: no process, no open port, no folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from lair.testing.registry import free_port
+
+pytestmark = [pytest.mark.integration]
+
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _get(url: str) -> str | None:
+    try:
+        with OPENER.open(url, timeout=5) as resp:
+            return str(resp.read().decode())
+    except OSError:
+        return None
+
+
+def _wait_verified(base: str, proc: subprocess.Popen[bytes], timeout_s: float = 240) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the demo exited early"
+        page = _get(f"{base}/recipes/tiny-cpu")
+        if page and 'data-tier="verified"' in page:
+            return page
+        time.sleep(0.5)
+    raise TimeoutError("the verified row never appeared")
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for cmd in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmd.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in argv and str(os.getpid()) != cmd.parent.name:
+            found.append(argv)
+    return found
+
+
+def test_demo_serves_the_verified_row_and_ctrl_c_leaves_nothing(lair_home: Path, tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "demo.log"
+    with log.open("w") as errors:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "lair", "demo", "--port", str(port)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        page = _wait_verified(base, proc)
+        listed = json.loads(_get(f"{base}/api/v1/recipes") or "{}")["items"]
+        assert {i["slug"] for i in listed} >= {"tiny-cpu", *_seeded(tmp_path)}
+        assert re.search(r'<tr class="[^"]*" data-provenance="verified">', page)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
+        raise
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C on the terminal: the whole foreground group
+    proc.wait(timeout=60)
+    err = log.read_text()
+    assert proc.returncode == 0, err
+    folder = re.search(r"demo folder: (\S+)", err)
+    assert folder and "stored: report" in err and "nothing left running" in err
+    assert not Path(folder.group(1)).exists()
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0  # the registry no longer listens
+    assert _processes_mentioning(f"--port {port}") == [] and _processes_mentioning(folder.group(1)) == []
+
+
+def _seeded(tmp_path: Path) -> list[str]:
+    """The slugs ``lair serve`` seeds, from the seeding itself on a database of the test's own."""
+    from lair.registry.db.engine import make_engine, migrate
+    from lair.registry.service.publish import seed_examples
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'seeded.sqlite3'}")
+    migrate(engine)
+    with engine.begin() as conn:
+        slugs = seed_examples(conn)
+    engine.dispose()
+    return slugs

@@ -1,0 +1,256 @@
+"""POST /api/v1/reports in process (the real app over SQLite and PostgreSQL) with real reports of the
+tiny-cpu example: accepted once, then refused as a duplicate; every tampered report is refused with
+its reason and leaves nothing stored (no report row, no verified measurement, no blob)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import Engine
+from starlette.testclient import TestClient
+
+from lair.client import pack_report
+from lair.registry.db.engine import connect_url, make_engine, migrate
+from lair.registry.service.archive import MAX_ARCHIVE_BYTES, MAX_UNPACKED_BYTES
+from lair.registry.service.publish import seed_examples
+from lair.registry.service.recompute import check_cells
+from lair.registry.web.app import create_app
+from lair.testing.registry import pg_database
+
+pytestmark = [pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    with pg_database() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[TestClient, Engine, Path]]:
+    url = (
+        connect_url(str(tmp_path / "r.sqlite3"))
+        if request.param == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
+    engine = make_engine(url)
+    migrate(engine)
+    with engine.begin() as conn:
+        seed_examples(conn)
+    blobs = tmp_path / "blobs"
+    with TestClient(create_app(url, blobs=str(blobs)), raise_server_exceptions=False) as c:
+        yield c, engine, blobs
+    if request.param == "postgresql":
+        migrate(engine, "base")
+    engine.dispose()
+
+
+def _post(c: TestClient, data: bytes) -> Any:
+    return c.post("/api/v1/reports", content=data, headers={"content-type": "application/gzip"})
+
+
+def _stored(engine: Engine, blobs: Path) -> tuple[int, int, list[Path]]:
+    with engine.connect() as conn:
+        reports = conn.execute(sa.text("SELECT count(*) FROM reports")).scalar_one()
+        verified = conn.execute(
+            sa.text("SELECT count(*) FROM measurements WHERE provenance <> 'reported'")
+        ).scalar_one()
+    return reports, verified, [p for p in blobs.rglob("*") if p.is_file()] if blobs.exists() else []
+
+
+def _refused(site: tuple[TestClient, Engine, Path], data: bytes, status: int, *needles: str) -> list[str]:
+    c, engine, blobs = site
+    r = _post(c, data)
+    body = r.json()
+    assert r.status_code == status, body
+    assert body["ok"] is False and body["error"]["status"] == status
+    reasons = body["error"]["reasons"]
+    for needle in needles:
+        assert any(needle in x for x in reasons), (needle, reasons)
+    assert _stored(engine, blobs) == (0, 0, [])
+    return list(reasons)
+
+
+def _edit_json(folder: Path, name: str, edit: Any) -> None:
+    doc = json.loads((folder / name).read_text())
+    edit(doc)
+    (folder / name).write_text(json.dumps(doc))
+
+
+def test_a_real_report_is_verified_stored_and_a_second_upload_is_a_duplicate(
+    site: tuple[TestClient, Engine, Path], tiny_report: Path
+) -> None:
+    c, engine, blobs = site
+    r = _post(c, pack_report(tiny_report))
+    assert r.status_code == 201, r.text
+    doc = r.json()
+    cells = json.loads((tiny_report / "results.json").read_text())["bench"]["cells"]
+    assert (doc["slug"], doc["revision"]) == ("tiny-cpu", 1)
+    assert [(x["context"], x["decode_tok_s"]) for x in doc["rows"]] == [
+        (c["context"], c["decode_tok_s_aggregate"]) for c in cells
+    ]
+    assert doc["rows"][0]["roofline"] == {"missing": "no roofline: the fingerprint names no GPU"}
+    reports, verified, files = _stored(engine, blobs)
+    assert (reports, verified) == (1, len(cells))
+    stored = {p.relative_to(blobs / "reports" / doc["id"]).as_posix(): p.read_bytes() for p in files}
+    assert stored["requests.jsonl"] == (tiny_report / "requests.jsonl").read_bytes()
+    assert "report.html" not in stored  # never served from the registry's origin
+    page = c.get("/recipes/tiny-cpu").text
+    assert 'data-tier="verified"' in page and f"/reports/{doc['id']}/files/fingerprint.json" in page
+    fp = c.get(f"/reports/{doc['id']}/files/fingerprint.json")
+    assert fp.json() == json.loads((tiny_report / "fingerprint.json").read_text())
+    assert fp.headers["x-content-type-options"] == "nosniff"
+    dup = _post(c, pack_report(tiny_report))
+    assert dup.status_code == 409 and dup.json()["error"]["code"] == "duplicate"
+    assert _stored(engine, blobs)[:2] == (1, len(cells))
+
+
+def test_faster_numbers_in_results_json_are_refused(site: Any, report_copy: Path) -> None:
+    def faster(doc: dict[str, Any]) -> None:
+        cell = doc["bench"]["cells"][0]
+        cell["decode_tok_s_per_stream"] *= 1.5
+        cell["decode_tok_s_aggregate"] *= 1.5
+
+    _edit_json(report_copy, "results.json", faster)
+    _refused(site, pack_report(report_copy), 422, "decode_tok_s_per_stream is", "decode_tok_s_aggregate is")
+
+
+def test_a_report_of_another_revision_is_refused(site: Any, report_copy: Path) -> None:
+    _edit_json(report_copy, "results.json", lambda d: d["recipe"].update(model_sha256="0" * 64))
+    _refused(
+        site,
+        pack_report(report_copy),
+        422,
+        f"no published revision has the source recipe's sha256 {'0' * 64}",
+    )
+
+
+def test_a_recipe_run_with_other_flags_than_its_revision_is_refused(site: Any, report_copy: Path) -> None:
+    (recipe,) = report_copy.glob("*.recipe.toml")
+    recipe.write_text(recipe.read_text().replace('"--threads", "2"', '"--threads", "1"'))
+    _refused(site, pack_report(report_copy), 422, "recipe as run: entrypoint[")
+
+
+def test_timings_above_the_roofline_are_refused(site: Any, report_copy: Path) -> None:
+    """On an H100 (as the fingerprint now says) the tiny model decodes at most ~3.9M tok/s; the
+    timings are sped up 10,000x and the results recomputed from them, so only the roofline fails."""
+    rows = [json.loads(line) for line in (report_copy / "requests.jsonl").read_text().splitlines()]
+    for row in rows:
+        row["send_ms"] = round(row["send_ms"] / 1e4, 3)
+        row["chunk_ms"] = [round(t / 1e4, 6) for t in row["chunk_ms"]]
+        row["ttft_ms"] = row["chunk_ms"][0]
+    (report_copy / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    gpus = {
+        "count": 1,
+        "models": ["NVIDIA H100 SXM"],
+        "driver": "570.0",
+        "memory": ["81559 MiB"],
+        "cuda": "12.8",
+    }
+
+    def on_h100(doc: dict[str, Any]) -> None:
+        (doc["fingerprint"] if "bench" in doc else doc)["gpus"] = gpus
+        if "bench" in doc:
+            cells, _ = check_cells(doc["bench"], rows)
+            for cell, again in zip(doc["bench"]["cells"], cells, strict=True):
+                cell.update({k: again[k] for k in ("ttft_ms_p50", "ttft_ms_p90", "prefill_tok_s")})
+                cell.update({k: again[k] for k in ("decode_tok_s_per_stream", "decode_tok_s_aggregate")})
+
+    _edit_json(report_copy, "results.json", on_h100)
+    _edit_json(report_copy, "fingerprint.json", on_h100)
+    reasons = _refused(site, pack_report(report_copy), 422, "above 100% of the roofline")
+    assert not [x for x in reasons if "raw timings give" in x], reasons
+
+
+def test_the_client_bound_flag_is_checked_against_the_recorded_client_load(
+    site: Any, report_copy: Path
+) -> None:
+    def busy(doc: dict[str, Any]) -> None:
+        doc["bench"]["cells"][0]["client"]["cpu_fraction_max"] = 0.95  # the bound is 0.8; flag left off
+
+    _edit_json(report_copy, "results.json", busy)
+    _refused(site, pack_report(report_copy), 422, "client-bound (the bench, not the server")
+
+
+def test_a_cache_never_proven_cold_is_refused(site: Any, report_copy: Path) -> None:
+    rows = [
+        json.loads(line) | {"cached_tokens": None}
+        for line in (report_copy / "requests.jsonl").read_text().splitlines()
+    ]
+    (report_copy / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def unproven(doc: dict[str, Any]) -> None:
+        for cell in doc["bench"]["cells"]:
+            cell["cached_tokens"] = None
+            cell["engine_metrics"] = [m | {"prefix_cache_hits_delta": None} for m in cell["engine_metrics"]]
+
+    _edit_json(report_copy, "results.json", unproven)
+    reasons = _refused(site, pack_report(report_copy), 422, "cold cache not proven")
+    assert not [x for x in reasons if "raw timings give" in x], reasons
+
+
+def test_short_outputs_are_refused(site: Any, report_copy: Path) -> None:
+    _edit_json(report_copy, "results.json", lambda d: d["bench"]["options"].update(decode_tokens=64))
+    _refused(
+        site,
+        pack_report(report_copy),
+        422,
+        "output lengths short of the 64 tokens",
+        "output_length_ok is True",
+    )
+
+
+def test_a_truncated_archive_is_refused(site: Any, tiny_report: Path) -> None:
+    data = pack_report(tiny_report)
+    _refused(site, data[: len(data) // 2], 422, "truncated archive")
+
+
+def test_an_oversized_archive_is_refused(site: Any, report_copy: Path) -> None:
+    (report_copy / "logs" / "big.log").write_bytes(os.urandom(MAX_ARCHIVE_BYTES + 1024))
+    _refused(site, pack_report(report_copy), 413, "the limit is")
+
+
+def test_an_archive_that_unpacks_too_large_is_refused(site: Any, report_copy: Path) -> None:
+    (report_copy / "logs" / "zeros.log").write_bytes(bytes(MAX_UNPACKED_BYTES + 1))
+    data = pack_report(report_copy)
+    assert len(data) < MAX_ARCHIVE_BYTES
+    _refused(site, data, 413, "unpacked report over")
+
+
+def _tar_with(folder: Path, extra: tarfile.TarInfo, payload: bytes = b"") -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for p in sorted(folder.rglob("*")):
+            if p.is_file():
+                tar.add(p, arcname=f"run/{p.relative_to(folder).as_posix()}")
+        extra.size = len(payload)
+        tar.addfile(extra, io.BytesIO(payload) if payload else None)
+    return buf.getvalue()
+
+
+def test_a_path_traversal_archive_is_refused(site: Any, tiny_report: Path) -> None:
+    evil = tarfile.TarInfo("run/../../etc/lair-evil.txt")
+    _refused(
+        site, _tar_with(tiny_report, evil, b"x"), 422, "path traversal: member 'run/../../etc/lair-evil.txt'"
+    )
+
+
+def test_links_in_an_archive_are_refused(site: Any, tiny_report: Path) -> None:
+    link = tarfile.TarInfo("run/logs/passwd.log")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    _refused(
+        site, _tar_with(tiny_report, link), 422, "link in archive: 'run/logs/passwd.log' -> '/etc/passwd'"
+    )
+
+
+def test_not_gzip_at_all_is_refused(site: Any) -> None:
+    _refused(site, gzip.compress(b"not a tar"), 422, "archive")
