@@ -19,6 +19,7 @@ NO_JSON = {
     ("lair", "export"): "its output is the chosen format (--format json)",
     ("lair", "schema"): "its output is JSON already",
     ("lair", "serve"): "a web server, not a report",
+    ("lair", "demo"): "a launch, a bench and a web server until Ctrl-C, not a report",
 }
 
 

@@ -5,38 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[3]
-TINY = ROOT / "examples" / "tiny-cpu" / "recipe.toml"
-BENCH = ["--bench", "--bench-contexts", "256", "--bench-decode-tokens", "32", "--bench-repeat", "2"]
-
-
-def lair(
-    *args: str, timeout: float = 180, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-m", "lair", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def tiny_copy(where: Path) -> Path:
-    """The example, byte for byte, in a folder of its own (its report goes beside it)."""
-    recipe = where / "tiny-cpu" / "recipe.toml"
-    recipe.parent.mkdir(parents=True)
-    shutil.copyfile(TINY, recipe)
-    return recipe
+from verify_helpers import BENCH, lair, tiny_copy
 
 
 @pytest.fixture(scope="session")

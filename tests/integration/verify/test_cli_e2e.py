@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from verify_helpers import BENCH, TINY, lair, tiny_copy
 
-from conftest import BENCH, TINY, lair, tiny_copy
 from lair.recipe import load_recipe
 from lair.recipe.digest import model_sha256
 from lair.testing.registry import serve_process

@@ -30,7 +30,7 @@ _NUMBERS = (
     "decode_tok_s_per_stream",
     "decode_tok_s_aggregate",
 )
-_CLIENT_KEYS = ("cpu_fraction_max", "loop_lag_p99_ms_max", "batched_lag_p99_ms_max", "chunk_gap_ms_p50")
+_CLIENT_KEYS = ("cpu_fraction_max", "loop_lag_p99_ms_max", "batched_lag_p99_ms_max")
 _EXACT = ("repeats", "prompt_tokens", "completion_tokens", "cached_tokens", "errors", "output_length_ok")
 
 
@@ -86,7 +86,6 @@ def _recompute(
         "cold_proven": bool(hits) or bool(reported),
         "output_length_ok": not force or all(r.completion_tokens == want for r in ok),
         "errors": len(rs) - len(ok),
-        "chunk_gap_ms": max((d.chunk_gap_ms(rep) for rep in reps), default=0.0),
     }
 
 
@@ -96,14 +95,13 @@ def _close(a: Any, b: Any) -> bool:
     return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=ABS_TOL)
 
 
-def _client_bound(cell: dict[str, Any], gap_ms: float, interval_ms: float) -> bool:
+def _client_bound(cell: dict[str, Any], interval_ms: float) -> bool:
     """What the cell's recorded client load says (any repeat over a bound makes the cell bound)."""
     c = cell.get("client") or {}
     return d.is_client_bound(
         float(c.get("cpu_fraction_max", 0.0)),
         1.0,
         float(c.get("loop_lag_p99_ms_max", 0.0)),
-        gap_ms,
         float(c.get("batched_lag_p99_ms_max", 0.0)),
         interval_ms,
     )
@@ -189,7 +187,7 @@ def check_cells(bench: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list
             reasons.append(f"{where}: requests.jsonl lacks its requests ({key[1]} per repeat)")
             continue
         again = _recompute([[timing_of(r) for r in reps[i]] for i in sorted(reps)], cell, want, force)
-        bound = _client_bound(cell, again["chunk_gap_ms"], interval)
+        bound = _client_bound(cell, interval)
         reasons += _disagreements(where, cell, again)
         reasons += _cleanliness(where, cell | {"_want": want}, again, bound)
         out.append(again | {"context": key[0], "concurrency": key[1]})
