@@ -43,8 +43,9 @@ class Credentials:
                 stored = json.loads(path.read_text(encoding="utf-8"))
             except ValueError:
                 stored = {}
-        url = os.environ.get("LAIR_REGISTRY") or stored.get("url") or DEFAULT_URL
-        token = os.environ.get("LAIR_TOKEN") or stored.get("token")
+        env = os.environ  # set (even empty: no token) wins over the stored login
+        url = env.get("LAIR_REGISTRY") or stored.get("url") or DEFAULT_URL
+        token = env["LAIR_TOKEN"] if "LAIR_TOKEN" in env else stored.get("token")
         return cls(str(url).rstrip("/"), token or None)
 
     def save(self) -> Path:

@@ -28,6 +28,15 @@ def registry(tmp_path: Path) -> Iterator[str]:
         yield base
 
 
+def _token(tmp_path: Path, name: str = "rig-owner") -> str:
+    """An account and its API token, made the way an operator makes them."""
+    res = lair(
+        "registry", "user", "add", name, "--db", f"sqlite:///{tmp_path / 'registry.sqlite3'}", "--json"
+    )
+    assert res.returncode == 0, res.stderr
+    return str(json.loads(res.stdout)["token"])
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
@@ -67,8 +76,14 @@ def _check_page(browser: object, base: str, report: Path, tmp_path: Path) -> Non
     page.close()
 
 
-def test_launch_bench_submit_page_pull_and_duplicate(registry: str, browser: object, tmp_path: Path) -> None:
-    env = {"LAIR_REGISTRY": registry}
+def test_launch_bench_submit_page_pull_and_duplicate(
+    registry: str, browser: object, tmp_path: Path, lair_home: Path
+) -> None:
+    login = lair("login", registry, "--token", _token(tmp_path))
+    assert login.returncode == 0, login.stderr
+    stored = lair_home / "registry.json"
+    assert stored.stat().st_mode & 0o777 == 0o600 and json.loads(stored.read_text())["url"] == registry
+    env: dict[str, str] = {}  # from here on the stored login is the registry and its token
     recipe = tiny_copy(tmp_path)
     for _ in range(3):
         res = lair("launch", str(recipe), *BENCH, "--submit", "--json", env=env)
@@ -97,12 +112,37 @@ def test_launch_bench_submit_page_pull_and_duplicate(registry: str, browser: obj
     assert f"duplicate of report {out['submitted']['id']}" in again.stderr and "stored" not in again.stderr
 
 
-def test_submit_to_a_rejecting_registry_says_so_and_exits_non_zero(registry: str, report_copy: Path) -> None:
+def test_submit_to_a_rejecting_registry_says_so_and_exits_non_zero(
+    registry: str, report_copy: Path, tmp_path: Path
+) -> None:
     doc = json.loads((report_copy / "results.json").read_text())
     doc["bench"]["cells"][0]["prefill_tok_s"] *= 3
     (report_copy / "results.json").write_text(json.dumps(doc))
-    res = lair("submit", str(report_copy), env={"LAIR_REGISTRY": registry})
+    anonymous = lair("submit", str(report_copy), env={"LAIR_REGISTRY": registry, "LAIR_TOKEN": ""})
+    assert anonymous.returncode == 5 and "sign in first" in anonymous.stderr, anonymous.stderr
+    res = lair("submit", str(report_copy), env={"LAIR_REGISTRY": registry, "LAIR_TOKEN": _token(tmp_path)})
     assert res.returncode == 3, res.stderr
     assert "prefill_tok_s is" in res.stderr and "stored" not in res.stdout + res.stderr
     gone = lair("submit", str(report_copy), env={"LAIR_REGISTRY": "http://127.0.0.1:9"})
     assert gone.returncode == 6 and "cannot reach the registry" in gone.stderr
+
+
+def test_push_shows_the_diff_and_publishes_a_new_revision(registry: str, tmp_path: Path) -> None:
+    env = {"LAIR_REGISTRY": registry, "LAIR_TOKEN": _token(tmp_path)}
+    mine = tmp_path / "mine.toml"
+    mine.write_text(TINY.read_text().replace('slug = "tiny-cpu"', 'slug = "tiny-cpu-mine"'))
+    first = lair("push", str(mine), "-y", "--json", env=env)
+    assert first.returncode == 0, first.stderr
+    assert (json.loads(first.stdout)["slug"], json.loads(first.stdout)["revision"]) == ("tiny-cpu-mine", 1)
+    mine.write_text(mine.read_text().replace('tags = ["demo", "cpu"]', 'tags = ["demo", "cpu", "pushed"]'))
+    refused = lair("push", str(mine), "--notes", "a tag", env=env)  # no terminal and no -y: not published
+    assert refused.returncode == 1 and "not published" in refused.stderr
+    assert (
+        '+tags = ["demo", "cpu", "pushed"]' in refused.stderr and '-tags = ["demo", "cpu"]' in refused.stderr
+    )
+    res = lair("push", str(mine), "--notes", "a tag", "-y", "--json", env=env)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["revision"] == 2
+    pulled = lair("pull", "tiny-cpu-mine", "-o", str(tmp_path / "latest.toml"), "--json", env=env)
+    assert json.loads(pulled.stdout)["revision"] == 2
+    assert json.loads(pulled.stdout)["sha256"] == model_sha256(load_recipe(mine))

@@ -20,6 +20,7 @@ from starlette.testclient import TestClient
 
 from lair.client import pack_report
 from lair.registry.db.engine import connect_url, make_engine, migrate
+from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.archive import MAX_ARCHIVE_BYTES, MAX_UNPACKED_BYTES
 from lair.registry.service.publish import seed_examples
 from lair.registry.service.recompute import check_cells
@@ -46,16 +47,18 @@ def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[TestC
     migrate(engine)
     with engine.begin() as conn:
         seed_examples(conn)
+        token = create_token(conn, create_user(conn, "rig-owner"), "cli")
     blobs = tmp_path / "blobs"
     with TestClient(create_app(url, blobs=str(blobs)), raise_server_exceptions=False) as c:
+        c.headers["authorization"] = f"Bearer {token}"
         yield c, engine, blobs
     if request.param == "postgresql":
         migrate(engine, "base")
     engine.dispose()
 
 
-def _post(c: TestClient, data: bytes) -> Any:
-    return c.post("/api/v1/reports", content=data, headers={"content-type": "application/gzip"})
+def _post(c: TestClient, data: bytes, **headers: str) -> Any:
+    return c.post("/api/v1/reports", content=data, headers={"content-type": "application/gzip", **headers})
 
 
 def _stored(engine: Engine, blobs: Path) -> tuple[int, int, list[Path]]:
@@ -67,13 +70,15 @@ def _stored(engine: Engine, blobs: Path) -> tuple[int, int, list[Path]]:
     return reports, verified, [p for p in blobs.rglob("*") if p.is_file()] if blobs.exists() else []
 
 
-def _refused(site: tuple[TestClient, Engine, Path], data: bytes, status: int, *needles: str) -> list[str]:
+def _refused(
+    site: tuple[TestClient, Engine, Path], data: bytes, status: int, *needles: str, **headers: str
+) -> list[str]:
     c, engine, blobs = site
-    r = _post(c, data)
+    r = _post(c, data, **headers)
     body = r.json()
     assert r.status_code == status, body
     assert body["ok"] is False and body["error"]["status"] == status
-    reasons = body["error"]["reasons"]
+    reasons = body["error"].get("reasons") or [body["error"]["message"]]
     for needle in needles:
         assert any(needle in x for x in reasons), (needle, reasons)
     assert _stored(engine, blobs) == (0, 0, [])
@@ -101,6 +106,10 @@ def test_a_real_report_is_verified_stored_and_a_second_upload_is_a_duplicate(
     assert doc["rows"][0]["roofline"] == {"missing": "no roofline: the fingerprint names no GPU"}
     reports, verified, files = _stored(engine, blobs)
     assert (reports, verified) == (1, len(cells))
+    with engine.connect() as conn:
+        who = "SELECT DISTINCT u.name FROM measurements m JOIN users u ON u.id = m.submitted_by"
+        by = conn.execute(sa.text(who + " WHERE m.provenance = 'verified'")).scalars().all()
+    assert by == ["rig-owner"]  # the uploader: the one who may retract the rows
     stored = {p.relative_to(blobs / "reports" / doc["id"]).as_posix(): p.read_bytes() for p in files}
     assert stored["requests.jsonl"] == (tiny_report / "requests.jsonl").read_bytes()
     assert "report.html" not in stored  # never served from the registry's origin
@@ -254,3 +263,13 @@ def test_links_in_an_archive_are_refused(site: Any, tiny_report: Path) -> None:
 
 def test_not_gzip_at_all_is_refused(site: Any) -> None:
     _refused(site, gzip.compress(b"not a tar"), 422, "archive")
+
+
+def test_uploads_need_a_token_with_publish(site: Any, tiny_report: Path) -> None:
+    engine = site[1]
+    _refused(site, pack_report(tiny_report), 401, "sign in first", authorization="")
+    with engine.begin() as conn:
+        read_only = create_token(conn, create_user(conn, "reader"), "cli", ("read",))
+    _refused(
+        site, pack_report(tiny_report), 403, "lacks the 'publish' scope", authorization=f"Bearer {read_only}"
+    )

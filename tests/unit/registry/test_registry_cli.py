@@ -19,7 +19,7 @@ SLUG_000 = tomllib.loads(SEED_000.read_text())["meta"]["slug"]
 def test_migrate_seed_and_export_static(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "reg.sqlite3")
     assert main(["registry", "migrate", "--db", db, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["revision"] == "0002"
+    assert json.loads(capsys.readouterr().out)["revision"] == "0003"
     assert main(["registry", "seed", "--db", db, "--json"]) == 0
     added = json.loads(capsys.readouterr().out)["added"]
     assert SLUG_000 in added and "tiny-cpu" in added

@@ -21,7 +21,7 @@ from lair.errors import RegistryError
 from lair.registry.db.schema import Report
 from lair.registry.service.archive import unpack
 from lair.registry.service.blobs import BlobStore
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, bump_version, ensure_user, now
+from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, bump_version, now
 from lair.registry.service.verify import Found, Verified, verify_report
 
 __all__ = ["REPORTS", "find_revision", "get_report", "read_report_file", "report_files", "submit_report"]
@@ -67,9 +67,8 @@ def _measurements(
 
 
 def _record(
-    conn: Connection, v: Verified, ids: tuple[int, int], report_id: str, user: str | None, kept: list[str]
+    conn: Connection, v: Verified, ids: tuple[int, int], report_id: str, user_id: int | None, kept: list[str]
 ) -> None:
-    user_id = ensure_user(conn, user) if user else None
     conn.execute(
         sa.insert(REPORTS).values(
             id=report_id, digest=v.digest, recipe_id=ids[0], revision_id=ids[1], submitted_by=user_id,
@@ -93,7 +92,7 @@ def _record(
     bump_version(conn)
 
 
-def submit_report(conn: Connection, data: bytes, *, user: str | None, store: BlobStore) -> dict[str, Any]:
+def submit_report(conn: Connection, data: bytes, *, user_id: int | None, store: BlobStore) -> dict[str, Any]:
     """Verify and store one report (``data``: the report folder as ``.tar.gz``); commit is the caller's."""
     files = unpack(data)
     ids: dict[str, tuple[int, int]] = {}
@@ -113,7 +112,7 @@ def submit_report(conn: Connection, data: bytes, *, user: str | None, store: Blo
     for name in kept:
         store.put(f"reports/{report_id}/{name}", files[name])
     try:
-        _record(conn, v, ids["ids"], report_id, user, kept)
+        _record(conn, v, ids["ids"], report_id, user_id, kept)
     except IntegrityError:  # the same report, uploaded at the same moment through another process
         store.delete_prefix(f"reports/{report_id}")
         raise RegistryError(

@@ -1,8 +1,8 @@
 """Routes of uploaded run reports: ``POST /api/v1/reports`` and each report's page, JSON and raw files.
 
-The uploader is whoever the request's authentication says (``request.scope["user"]``, Starlette's
-authentication convention: an object with ``is_authenticated`` and ``username``); an anonymous
-upload is stored without an uploader, since a report is checked on its own evidence.
+An upload is a write like any other: a signed-in actor (an API token with the ``publish`` scope, or a
+session with its CSRF token), under the write rate limit; the actor becomes the rows' submitter, who
+may retract them.
 """
 
 from __future__ import annotations
@@ -14,20 +14,27 @@ from starlette.responses import Response
 
 from lair.errors import RegistryError
 from lair.registry.service import reports
+from lair.registry.service.accounts import Actor
 from lair.registry.service.archive import MAX_ARCHIVE_BYTES, refuse
+from lair.registry.web.auth import actor_of, check_csrf, limit
 from lair.registry.web.render import html, json_response
+from lair.registry.web.writes import write_limit
 
-__all__ = ["report_file", "report_page", "submit", "uploader"]
+__all__ = ["report_file", "report_json", "report_page", "submit"]
 
 _TEXT = {"json": "application/json", "jsonl": "application/x-ndjson", "md": "text/markdown"}
 
 
-def uploader(request: Request) -> str | None:
-    """The authenticated user's name, or None for an anonymous request."""
-    user: Any = request.scope.get("user")
-    if user is not None and getattr(user, "is_authenticated", False):
-        return str(getattr(user, "username", "") or getattr(user, "display_name", "")) or None
-    return None
+def _uploader(request: Request, actor: Actor | None) -> Actor:
+    check_csrf(request, actor)
+    if actor is None:
+        raise RegistryError(
+            401, "unauthorized", "sign in first", hint="lair login URL --token T (an API token with publish)"
+        )
+    if not actor.can("publish"):
+        raise RegistryError(403, "forbidden", "this token lacks the 'publish' scope")
+    limit(write_limit(), "write", actor.name)
+    return actor
 
 
 async def _body(request: Request) -> bytes:
@@ -46,9 +53,11 @@ async def _body(request: Request) -> bytes:
 
 
 async def submit(request: Request) -> Response:
+    with request.app.state.engine.connect() as conn:
+        actor = _uploader(request, actor_of(request, conn))  # before reading a body of up to 16 MiB
     data = await _body(request)
     with request.app.state.engine.begin() as conn:
-        out = reports.submit_report(conn, data, user=uploader(request), store=request.app.state.blobs)
+        out = reports.submit_report(conn, data, user_id=actor.id, store=request.app.state.blobs)
     out["url"] = f"/recipes/{out['slug']}"
     out["report_url"] = f"/reports/{out['id']}"
     return json_response(out, status=201, cacheable=False)
@@ -84,6 +93,3 @@ async def report_file(request: Request) -> Response:
     headers = {"x-content-type-options": "nosniff", "content-disposition": "inline", "x-lair-cache": "1"}
     headers["cache-control"] = "no-cache"
     return Response(body, 200, headers, media_type=f"{media}; charset=utf-8")
-
-
-__all__ += ["report_json"]
