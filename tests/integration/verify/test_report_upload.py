@@ -123,6 +123,26 @@ def test_a_real_report_is_verified_stored_and_a_second_upload_is_a_duplicate(
     assert _stored(engine, blobs)[:2] == (1, len(cells))
 
 
+def test_a_verified_row_retracted_by_its_uploader_stays_struck(site: Any, tiny_report: Path) -> None:
+    c = site[0]
+    assert _post(c, pack_report(tiny_report)).status_code == 201
+    (row,) = [
+        m for m in c.get("/api/v1/recipes/tiny-cpu.json").json()["measurements"] if m["tier"] != "reported"
+    ]
+    r = c.post(f"/api/v1/measurements/{row['id']}/retract", json={"reason": "thermal throttling"})
+    assert r.status_code == 200, r.text
+    (after,) = [
+        m for m in c.get("/api/v1/recipes/tiny-cpu.json").json()["measurements"] if m["id"] == row["id"]
+    ]
+    assert (
+        after["retracted"]
+        and after["retracted_reason"] == "thermal throttling"
+        and after["tier"] == "verified"
+    )
+    page = c.get("/recipes/tiny-cpu").text
+    assert "<s>verified</s>" in page and "thermal throttling" in page
+
+
 def test_faster_numbers_in_results_json_are_refused(site: Any, report_copy: Path) -> None:
     def faster(doc: dict[str, Any]) -> None:
         cell = doc["bench"]["cells"][0]
