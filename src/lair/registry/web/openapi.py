@@ -231,6 +231,122 @@ def _paths() -> dict[str, Any]:
     }
 
 
+def _write_responses(created: dict[str, Any], status: str = "201") -> dict[str, Any]:
+    err = {"content": {"application/json": {"schema": _ref("Error")}}}
+    out = {status: {"description": "done", "content": {"application/json": {"schema": created}}}}
+    for code, what in (
+        ("401", "anonymous"),
+        ("403", "not allowed"),
+        ("404", "not found"),
+        ("409", "conflict"),
+        ("413", "too large"),
+        ("422", "invalid"),
+        ("429", "rate-limited"),
+    ):
+        out[code] = {"description": what, **err}
+    return out
+
+
+def _body(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    schema = {"type": "object", "properties": props, "required": required}
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+def _write_paths() -> dict[str, Any]:
+    """The authenticated writes: each needs ``Authorization: Bearer <token>`` (401 without). The
+    requirement is in each operation's description, not a ``security`` block: schemathesis' auth probe
+    then takes the test's token for one it generated."""
+    sec = "Needs Authorization: Bearer <token> (lair registry user add); 401 without, 403 when not allowed."
+    toml = {"toml": {"type": "string"}, "notes": {"type": "string"}}
+    pub = _obj({"ok": {"const": True}, "slug": {"type": "string"}, "revision": {"type": "integer"}})
+    votes = _obj({"ok": {"const": True}, "votes": {"type": "integer", "minimum": 0}})
+    mid = [
+        {
+            "name": "id",
+            "in": "path",
+            "required": True,
+            "schema": {"type": "integer", "minimum": 1, "maximum": 2**62 - 1},
+            "example": 1,
+        }
+    ]
+    return {
+        "/api/v1/recipes/{slug}/revisions": {
+            "post": {
+                "operationId": "createRevision",
+                "description": sec,
+                "parameters": _path(),
+                "requestBody": _body(toml, ["toml"]),
+                "responses": _write_responses(pub),
+            }
+        },
+        "/api/v1/recipes/{slug}/fork": {
+            "post": {
+                "operationId": "forkRecipe",
+                "description": sec,
+                "parameters": _path(),
+                "responses": _write_responses(pub),
+            }
+        },
+        "/api/v1/recipes/{slug}/vote": {
+            "put": {
+                "operationId": "vote",
+                "description": sec,
+                "parameters": _path(),
+                "responses": _write_responses(votes, "200"),
+            },
+            "delete": {
+                "operationId": "unvote",
+                "description": sec,
+                "parameters": _path(),
+                "responses": _write_responses(votes, "200"),
+            },
+        },
+        "/api/v1/recipes/{slug}/diff": {
+            "get": {
+                "operationId": "diffRevisions",
+                "parameters": [
+                    *_path(),
+                    {
+                        "name": "from",
+                        "in": "query",
+                        "required": True,
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 10**9},
+                    },
+                    {
+                        "name": "to",
+                        "in": "query",
+                        "required": True,
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 10**9},
+                    },
+                ],
+                "responses": _responses(
+                    _obj(
+                        {
+                            "ok": {"const": True},
+                            "from": {"type": "integer"},
+                            "to": {"type": "integer"},
+                            "diff": {"type": "string"},
+                        }
+                    )
+                ),
+            }
+        },
+        "/api/v1/measurements/{id}/retract": {
+            "post": {
+                "operationId": "retractMeasurement",
+                "description": sec,
+                "parameters": mid,
+                "requestBody": _body(
+                    {"reason": {"type": "string", "minLength": 1, "pattern": "\\S"}}, ["reason"]
+                ),
+                "responses": _write_responses(
+                    _obj({"ok": {"const": True}, "retracted": {"type": "integer"}}), "200"
+                ),
+            }
+        },
+    }
+
+
 @cache
 def _schemas() -> dict[str, Any]:
     from lair.recipe import Recipe
@@ -253,6 +369,20 @@ def openapi_document(base: str) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "lair recipe registry", "version": "1"},
         "servers": [{"url": base}],
-        "paths": _paths(),
-        "components": {"schemas": _schemas()},
+        "paths": _paths() | _write_paths() | {"/api/v1/recipes": _paths()["/api/v1/recipes"] | _publish_op()},
+        "components": {
+            "schemas": _schemas(),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
     }
+
+
+def _publish_op() -> dict[str, Any]:
+    pub = _obj({"ok": {"const": True}, "slug": {"type": "string"}, "revision": {"type": "integer"}})
+    body = _body({"toml": {"type": "string"}, "notes": {"type": "string"}}, ["toml"])
+    op = {
+        "operationId": "publishRecipe",
+        "description": "Needs Authorization: Bearer <token>.",
+        "requestBody": body,
+    }
+    return {"post": op | {"responses": _write_responses(pub)}}

@@ -172,8 +172,8 @@ async def vote_post(request: Request) -> Response:
 
 async def retract_post(request: Request) -> Response:
     raw, f = request.path_params["id"], await _form(request)
-    if not raw.isdigit():
-        raise RegistryError(404, "not_found", f"no measurement {raw!r}")
+    if not raw.isdigit() or not 0 < int(raw) < 2**62:
+        raise RegistryError(404, "not_found", f"no measurement {raw[:30]!r}")
     with request.app.state.engine.begin() as conn:
         community.retract(conn, _actor_checked(request, conn, f), int(raw), f.get("reason", ""))
     back = f.get("back", "/")

@@ -100,8 +100,8 @@ async def vote(request: Request) -> Response:
 async def retract(request: Request) -> Response:
     data = await _json_body(request)
     raw, reason = request.path_params["id"], _str(data, "reason")
-    if not raw.isdigit():
-        raise RegistryError(404, "not_found", f"no measurement {raw!r}")
+    if not raw.isdigit() or not 0 < int(raw) < 2**62:
+        raise RegistryError(404, "not_found", f"no measurement {raw[:30]!r}")
     _run(request, lambda c, a: community.retract(c, a, int(raw), reason))
     return json_response({"ok": True, "retracted": int(raw)}, cacheable=False)
 
