@@ -183,18 +183,29 @@ def sample_delays(interval_s: float) -> Iterator[float]:
 
 @dataclass
 class MetricsWatch:
-    """Scrapes ``/metrics`` while a cell runs, often at first (:func:`sample_delays`)."""
+    """Scrapes ``/metrics`` while a cell runs, often at first (:func:`sample_delays`).
+
+    Stopping sets an event rather than cancelling the task: a cancel that lands while a scrape's
+    ``wait_for`` is completing is swallowed (Python 3.11), and the loop then scraped on forever while
+    :meth:`stop` waited for it."""
 
     ep: Endpoint
     api_key: str | None
     interval_s: float = 1.0
     samples: list[dict[str, float]] = field(default_factory=list)
     _task: asyncio.Task[None] | None = None
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def _loop(self) -> None:
         for delay in sample_delays(self.interval_s):
-            await asyncio.sleep(delay)
+            try:
+                await asyncio.wait_for(self._stop.wait(), delay)
+                return
+            except TimeoutError:
+                pass
             snap = await scrape(self.ep, self.api_key)
+            if self._stop.is_set():
+                return
             if snap is not None:
                 self.samples.append(snap)
 
@@ -202,10 +213,8 @@ class MetricsWatch:
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
     async def stop(self) -> list[dict[str, float]]:
+        """Ends the watch (a scrape in flight finishes first, within its own timeout)."""
+        self._stop.set()
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            await self._task
         return self.samples
