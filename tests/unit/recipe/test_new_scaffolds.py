@@ -111,3 +111,16 @@ def test_check_reports_what_plan_refuses(capsys: pytest.CaptureFixture[str], tmp
     rc, _, err = run(capsys, "plan", str(target))
     assert rc == 1 and "cannot run this recipe as written" in err
     assert all(flag in err for _, flag in CONTAINER_ONLY)
+
+
+def test_the_seed_example_checks_and_plans(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed 000 (native, serve.sh starts its own container): check and plan agree that it runs."""
+    seed = Path(__file__).resolve().parents[3] / "examples" / "dsv41-1017-engram-ssd" / "recipe.toml"
+    rc, out, _ = run(capsys, "check", str(seed), "--json", "--strict")
+    assert rc == 0 and json.loads(out)["warnings"] == []
+    monkeypatch.setenv("API_KEY", "sk-seed-test-key")
+    rc, out, err = run(capsys, "plan", str(seed), "--json")
+    assert rc == 0, err
+    assert "sk-seed-test-key" not in out
