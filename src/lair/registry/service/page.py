@@ -16,6 +16,7 @@ from lair.registry.service.chart import speed_chart
 from lair.registry.service.document import api_url
 from lair.registry.service.driver import driver_floor
 from lair.registry.service.fitting import gpu_choices, known_facts, rated_rows
+from lair.registry.service.markdown import render_markdown
 from lair.registry.service.placeholders import form_fields
 from lair.registry.service.read import RecipeRecord
 from lair.registry.service.tiers import MAX_SPREAD, MIN_RIGS
@@ -89,6 +90,7 @@ def _performance(rec: RecipeRecord) -> dict[str, Any]:
         "min_rigs": MIN_RIGS,
         "max_spread": round(100 * MAX_SPREAD),
         "notes": rec.recipe.meta.performance_notes,
+        "notes_html": render_markdown(rec.recipe.meta.performance_notes),
         "chart": speed_chart(rec.measurements),
         "quality": [q.model_dump() for q in rec.recipe.meta.quality],
         "needles": [n.model_dump() for n in rec.recipe.meta.needles],
@@ -123,6 +125,10 @@ def recipe_page(rec: RecipeRecord, base: str) -> dict[str, Any]:
         "license": m.license,
         "tags": m.tags,
         "summary": m.summary,
+        "summary_html": render_markdown(m.summary),
+        "notes_html": render_markdown(m.notes),
+        "flags_html": render_markdown(m.flags),
+        "revision_notes_html": render_markdown(rec.revision.notes),
         "launch_command": m.launch_command,
         "env": _env(r),
         "flags": m.flags,
