@@ -11,6 +11,7 @@
     ├── RunnerError                runner          a command failed on a node (host, argv, rc, stderr tail)
     ├── LaunchError                launch          a launch failed (after a clean rollback)
     ├── BenchError                 bench           a benchmark could not run or measure
+    ├── EvalError                  eval            a quality evaluation could not run (data set, sandbox)
     ├── FitError                   fit             model facts or hardware figures are missing
     └── RegistryError              registry.*      a registry request failed (carries an HTTP status)
 """
@@ -25,6 +26,7 @@ __all__ = [
     "BenchError",
     "CapabilityError",
     "ConfigError",
+    "EvalError",
     "FitError",
     "Issue",
     "LairError",
@@ -191,6 +193,10 @@ class LaunchError(LairError):
 
 class BenchError(LairError):
     code = "bench"
+
+
+class EvalError(LairError):
+    code = "eval"
 
 
 class FitError(LairError):

@@ -1,0 +1,159 @@
+"""Suite names to runnable specs, and the offline check of their data sets.
+
+    gsm8k        lm-eval's own ``gsm8k`` task (5-shot, exact match); data ``openai/gsm8k``
+    humaneval    lair's ``lair_humaneval`` task (pass@1, programs run in the sandbox); data
+                 ``openai/openai_humaneval``
+    needle       lair's needle-in-a-haystack (:mod:`lair.bench`), at several depths
+    lair_arith   the bundled tiny arithmetic task (36 questions, data in the package)
+    NAME         any lm-eval task or group name
+    FILE.yaml    any lm-eval task YAML (its relative ``data_files`` resolve against the file)
+
+``--data PATH`` replaces the data set of gsm8k / humaneval / a YAML task with a local JSON Lines
+or Parquet file (its records in the data set's own format). Hub data sets are read from the local
+Hugging Face cache only (lair sets ``HF_DATASETS_OFFLINE`` and ``HF_HUB_OFFLINE``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lair.errors import EvalError
+
+__all__ = ["BUILTIN", "SuiteSpec", "hub_cached", "resolve_suite"]
+
+TASKS_DIR = Path(__file__).parent / "tasks"
+BUILTIN = ("gsm8k", "humaneval", "needle", "lair_arith")
+_LOCAL_BUILDERS = {"json", "csv", "parquet", "text", "arrow"}
+
+
+@dataclass
+class SuiteSpec:
+    """What :mod:`lair.eval.harness` runs for one suite."""
+
+    name: str
+    kind: str  # lm_eval | humaneval | needle
+    task: str | dict[str, Any] = ""
+    data: str = ""
+    include: list[str] = field(default_factory=list)
+
+
+def _yaml(path: Path) -> dict[str, Any]:
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    try:
+        cfg: dict[str, Any] = load_yaml(path)
+    except (OSError, ValueError) as exc:
+        raise EvalError(f"{path}: not an lm-eval task YAML ({exc})") from exc
+    if cfg.get("unsafe_code"):
+        raise EvalError(
+            f"{path}: the task runs generated code inside the harness (unsafe_code: true)",
+            hint="lair runs generated code only in its sandbox: use --suite humaneval for HumanEval-format data",
+        )
+    return cfg
+
+
+def _data_file_kind(path: Path) -> str:
+    if not path.exists():
+        raise EvalError(f"--data {path}: no such file")
+    return "parquet" if path.suffix == ".parquet" else "json"
+
+
+def _with_data(cfg: dict[str, Any], data: Path) -> dict[str, Any]:
+    """``cfg`` reading every split it uses from the one local file ``data``."""
+    cfg = dict(cfg)
+    cfg["dataset_path"] = _data_file_kind(data)
+    cfg.pop("dataset_name", None)
+    split = cfg.get("test_split") or cfg.get("validation_split") or "test"
+    cfg["dataset_kwargs"] = {"data_files": {split: str(data.resolve())}}
+    for key in ("training_split", "validation_split", "fewshot_split"):
+        if cfg.get(key) and cfg[key] != split:
+            cfg.pop(key)
+    cfg["test_split"] = split
+    if cfg.get("num_fewshot") and not cfg.get("fewshot_split"):
+        cfg["num_fewshot"] = 0  # few-shot examples came from a split the file does not have
+    return cfg
+
+
+def _resolve_relative(cfg: dict[str, Any], base: Path) -> dict[str, Any]:
+    files = (cfg.get("dataset_kwargs") or {}).get("data_files")
+    if not files or cfg.get("dataset_path") not in _LOCAL_BUILDERS:
+        return cfg
+    cfg = dict(cfg)
+
+    def fix(p: str) -> str:
+        return p if "://" in p or Path(p).is_absolute() else str((base / p).resolve())
+
+    fixed = {k: fix(v) if isinstance(v, str) else [fix(x) for x in v] for k, v in files.items()}
+    cfg["dataset_kwargs"] = {**cfg["dataset_kwargs"], "data_files": fixed}
+    return cfg
+
+
+def hub_cached(repo: str) -> bool:
+    """Whether the hub data set ``repo`` (``org/name``) is in the local Hugging Face caches."""
+    from huggingface_hub import constants
+
+    hub = Path(constants.HF_HUB_CACHE) / ("datasets--" + repo.replace("/", "--"))
+    if (hub / "snapshots").is_dir() and any((hub / "snapshots").iterdir()):
+        return True
+    ds_cache = Path(os.environ.get("HF_DATASETS_CACHE") or Path(constants.HF_HOME) / "datasets")
+    return (ds_cache / repo.replace("/", "___")).is_dir()
+
+
+def check_data(cfg: dict[str, Any], suite: str) -> str:
+    """The data set ``cfg`` reads, checked to be there offline; a clear error when it is not."""
+    path = str(cfg.get("dataset_path") or "")
+    if path in _LOCAL_BUILDERS:
+        files = (cfg.get("dataset_kwargs") or {}).get("data_files") or {}
+        for f in [x for v in files.values() for x in ([v] if isinstance(v, str) else v)]:
+            if "://" not in f and not Path(f).exists():
+                raise EvalError(f"suite {suite}: data file {f} does not exist")
+        return ", ".join(str(v) for v in files.values())
+    if not path or Path(path).exists() or hub_cached(path):
+        return path
+    raise EvalError(
+        f"suite {suite}: data set {path} is not in the local Hugging Face cache and lair evaluates offline",
+        hint=f"fetch it once with: hf download {path} --repo-type dataset\n"
+        "(or give a local file in the data set's format with --data PATH)",
+    )
+
+
+def _task_name_spec(name: str, data: Path | None) -> SuiteSpec:
+    from lm_eval.tasks import TaskManager
+
+    index = TaskManager().task_index
+    entry = index.get(name)
+    if entry is None:
+        close = difflib.get_close_matches(name, list(index), n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else "give an lm-eval task name or a task YAML file"
+        raise EvalError(f"unknown suite {name!r}: not a lair suite ({', '.join(BUILTIN)}) nor an lm-eval task", hint=hint)
+    if entry.yaml_path is None or entry.kind.name.lower() != "task":
+        return SuiteSpec(name, "lm_eval", name, data="(lm-eval group: data sets checked when loaded)")
+    cfg = _yaml(entry.yaml_path)
+    cfg = _with_data(cfg, data) if data else cfg
+    return SuiteSpec(name, "lm_eval", cfg, data=check_data(cfg, name))
+
+
+def resolve_suite(name: str, data: Path | None = None) -> SuiteSpec:
+    """The spec of one suite name or task YAML path (data sets checked, nothing sent)."""
+    if name == "needle":
+        return SuiteSpec(name, "needle", data="generated filler (lair.bench.prompt)")
+    if name in ("humaneval", "lair_arith"):
+        cfg = _resolve_relative(_yaml(TASKS_DIR / f"lair_{name.removeprefix('lair_')}.yaml"), TASKS_DIR)
+        kind = "humaneval" if name == "humaneval" else "lm_eval"
+    elif name == "gsm8k":
+        import lm_eval.tasks
+
+        cfg, kind = _yaml(Path(lm_eval.tasks.__file__).parent / "gsm8k" / "gsm8k.yaml"), "lm_eval"
+    elif name.endswith((".yaml", ".yml")):
+        path = Path(name)
+        if not path.is_file():
+            raise EvalError(f"--suite {name}: no such task YAML file")
+        cfg, kind = _resolve_relative(_yaml(path), path.resolve().parent), "lm_eval"
+    else:
+        return _task_name_spec(name, data)
+    cfg = _with_data(cfg, data) if data else cfg
+    return SuiteSpec(name, kind, cfg, data=check_data(cfg, name))

@@ -1,0 +1,149 @@
+"""An OpenAI-compatible server whose answers are chosen in advance: the INPUT of quality tests, so
+an evaluation's score is known by hand.
+
+    python -m lair.testing.answer_server RULES.json [--port 0] [--model answers]
+
+``RULES.json`` is ``{"rules": [{"contains": TEXT, "reply": TEXT}, ...], "default": TEXT}``: a request
+is answered with the reply of the first rule whose ``contains`` occurs in its prompt (the
+``prompt`` of ``/v1/completions``, or the joined message contents of ``/v1/chat/completions``),
+else with ``default``. Non-streaming only. Every request body is kept and served back at
+``GET /requests`` (JSON list), the server's own record of what the client sent.
+
+It prints ``listening HOST:PORT`` on stdout once it accepts connections, and serves until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Rules", "main", "running_answer_server"]
+
+Rules = dict[str, Any]
+
+
+def _prompt(body: dict[str, Any]) -> str:
+    if "messages" in body:
+        return "\n".join(str(m.get("content") or "") for m in body["messages"])
+    prompt = body.get("prompt", "")
+    return "\n".join(map(str, prompt)) if isinstance(prompt, list) else str(prompt)
+
+
+def answer(rules: Rules, prompt: str) -> str:
+    """The reply ``rules`` give ``prompt``."""
+    for rule in rules.get("rules", []):
+        if rule["contains"] in prompt:
+            return str(rule["reply"])
+    return str(rules.get("default", ""))
+
+
+def _completion(body: dict[str, Any], reply: str, model: str) -> dict[str, Any]:
+    chat = "messages" in body
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "logprobs": None}
+    choice.update({"message": {"role": "assistant", "content": reply}} if chat else {"text": reply})
+    usage = {"prompt_tokens": len(_prompt(body).split()), "completion_tokens": len(reply.split())}
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    kind = "chat.completion" if chat else "text_completion"
+    return {"id": "answer-1", "object": kind, "model": model, "choices": [choice], "usage": usage}
+
+
+def _handler(rules: Rules, model: str, seen: list[dict[str, Any]]) -> type[BaseHTTPRequestHandler]:
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # quiet: stdout carries the address
+            pass
+
+        def _send(self, status: int, data: Any) -> None:
+            raw = json.dumps(data).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_GET(self) -> None:
+            if self.path.endswith("/models"):
+                self._send(200, {"object": "list", "data": [{"id": model, "object": "model"}]})
+            elif self.path == "/requests":
+                with lock:
+                    self._send(200, list(seen))
+            elif self.path == "/health":
+                self._send(200, {})
+            else:
+                self._send(404, {"error": "not found"})
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            if not self.path.endswith("/completions") or body.get("stream"):
+                self._send(400, {"error": "only non-streaming /v1/completions and /v1/chat/completions"})
+                return
+            with lock:
+                seen.append(body)
+            self._send(200, _completion(body, answer(rules, _prompt(body)), model))
+
+    return Handler
+
+
+def serve(rules: Rules, host: str, port: int, model: str) -> None:
+    """Serve until interrupted, printing ``listening HOST:PORT`` first."""
+    srv = ThreadingHTTPServer((host, port), _handler(rules, model, []))
+    print(f"listening {srv.server_address[0]}:{srv.server_address[1]}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        srv.serve_forever()
+    srv.server_close()
+
+
+@contextlib.contextmanager
+def running_answer_server(rules: Rules, *, model: str = "answers", timeout_s: float = 20.0) -> Iterator[str]:
+    """Start the server in its own process with ``rules``; yield its base URL."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "rules.json"
+        path.write_text(json.dumps(rules))
+        cmd = [sys.executable, "-m", "lair.testing.answer_server", str(path), "--port", "0", "--model", model]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            if not line.startswith("listening "):
+                raise RuntimeError(f"answer server did not start: {line!r}")
+            yield "http://" + line.split()[1]
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lair.testing.answer_server", description=__doc__)
+    ap.add_argument("rules", type=Path)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--model", default="answers")
+    a = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    serve(json.loads(a.rules.read_text()), a.host, a.port, a.model)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
