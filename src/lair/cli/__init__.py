@@ -26,6 +26,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lair.cli.cluster_cmds": ("cluster", "nodes"),
     "lair.cli.launch_cmds": ("plan", "launch", "status", "logs", "stop"),
     "lair.cli.bench_cmds": ("bench", "report"),
+    "lair.cli.eval_cmds": ("eval",),
     "lair.cli.fit_cmds": ("fit",),
     "lair.cli.registry_cmds": ("serve", "registry"),
     "lair.cli.client_cmds": ("login", "search", "pull", "push", "submit"),

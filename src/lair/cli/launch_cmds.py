@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lair.cli._common import dump_json, err
+from lair.cli.eval_cmds import add_eval_options, suites_arg
 
 __all__ = ["register"]
 
@@ -94,6 +95,16 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--submit", action="store_true", help="with --bench: upload the report to the registry (lair submit)"
     )
+    p.add_argument(
+        "--eval",
+        dest="eval_suites",
+        type=suites_arg,
+        action="extend",
+        metavar="SUITE",
+        help="once ready (after --bench), evaluate quality (lair eval: gsm8k, humaneval, needle, a task); "
+        "then stop",
+    )
+    add_eval_options(p.add_argument_group("evaluation (--eval)"), prefix="eval-")
     p.set_defaults(handler=cmd_launch)
 
     p = sub.add_parser("status", help="runs from the journal, with a live check of their processes")
@@ -255,6 +266,10 @@ def _bench(args: argparse.Namespace, out: dict[str, Any]) -> Any:
     def run(res: Any) -> None:
         from lair.bench import BenchOptions, run_bench
 
+        out["secrets"] = res.secrets
+        if not args.bench:
+            out["eval"] = _evaluate(args, res)
+            return
         opts = BenchOptions(
             contexts=ints(args.bench_contexts),
             concurrency=ints(args.bench_concurrency),
@@ -265,9 +280,29 @@ def _bench(args: argparse.Namespace, out: dict[str, Any]) -> Any:
             api_key=res.api_key,  # the run's own key (e.g. VLLM_API_KEY), never on a command line
         )
         out["result"] = run_bench(res.endpoint.removesuffix("/v1"), opts)
-        out["secrets"] = res.secrets
+        if args.eval_suites:
+            out["eval"] = _evaluate(args, res)
 
     return run
+
+
+def _evaluate(args: argparse.Namespace, res: Any) -> Any:
+    """``--eval``: lair eval on the run's endpoint, with the run's own key."""
+    from lair.cli.eval_cmds import eval_options
+    from lair.eval import run_eval
+
+    opts = eval_options(args, args.eval_suites, prefix="eval_")
+    opts.api_key = res.api_key
+    return run_eval(res.endpoint.removesuffix("/v1"), opts)
+
+
+def _check_suites(args: argparse.Namespace) -> None:
+    """Every ``--eval`` suite resolved and its data set found offline, before anything starts."""
+    from lair.eval.suites import resolve_suite
+
+    data = dict(args.eval_data)
+    for name in args.eval_suites:
+        resolve_suite(name, data.get(name) or data.get(""))
 
 
 def _print_bench(result: Any) -> None:
@@ -284,7 +319,9 @@ def _print_bench(result: Any) -> None:
         )
 
 
-def _bench_report(args: argparse.Namespace, run_id: str, result: Any, secrets: list[str]) -> Path:
+def _bench_report(
+    args: argparse.Namespace, run_id: str, result: Any, secrets: list[str], evaluation: Any = None
+) -> Path:
     """A run report folder beside the recipe (``reports/``), with each node's engine log."""
     from lair.launch import Journal
     from lair.report import write_run_report
@@ -298,8 +335,13 @@ def _bench_report(args: argparse.Namespace, run_id: str, result: Any, secrets: l
 
         values = load_rig(args.rig).string_values()
     logs = {n.name: j.saved_log(n.rank) or "" for n in rec.nodes}
+    if result is None:
+        from lair.cli.eval_cmds import empty_bench
+
+        result = empty_bench(evaluation)
+    image = plan["run"].get("image")
     return write_run_report(
-        rec.recipe, rec.name, result, logs, values, image=plan["run"].get("image"), secrets=secrets
+        rec.recipe, rec.name, result, logs, values, image=image, secrets=secrets, evaluation=evaluation
     )
 
 
@@ -313,14 +355,29 @@ def _submit(report: Path) -> dict[str, Any]:
     return out
 
 
+def _print_measured(result: Any, evaluation: Any) -> None:
+    if result is not None:
+        _print_bench(result)
+    if evaluation is not None:
+        from lair.cli.eval_cmds import print_quality
+
+        print_quality(evaluation)
+
+
 def _finish_bench(args: argparse.Namespace, res: Any, bench: dict[str, Any]) -> int | None:
-    """The report of ``--bench`` (and its upload with ``--submit``); an exit code, or None to go on."""
-    report = _bench_report(args, res.run_id, bench["result"], bench.get("secrets", []))
-    failure = bench["result"].failure()  # failed requests: exit 1 with the server's messages
-    doc = {"run_id": res.run_id, "state": res.state, "bench": bench["result"].as_dict()}
-    doc |= {"report": str(report), "ok": failure is None}
+    """The report of ``--bench``/``--eval`` (and its upload with ``--submit``); an exit code, or None
+    to go on."""
+    result, evaluation = bench.get("result"), bench.get("eval")
+    report = _bench_report(args, res.run_id, result, bench.get("secrets", []), evaluation)
+    failure = result.failure() if result is not None else None  # failed requests: exit 1
+    doc = {"run_id": res.run_id, "state": res.state, "bench": result.as_dict() if result else None}
+    doc |= {
+        "eval": evaluation.as_dict() if evaluation else None,
+        "report": str(report),
+        "ok": failure is None,
+    }
     if not args.json:
-        _print_bench(bench["result"])
+        _print_measured(result, evaluation)
         err(f"report: {report}")
     if failure is not None:
         if args.json:
@@ -337,16 +394,19 @@ def _finish_bench(args: argparse.Namespace, res: Any, bench: dict[str, Any]) -> 
 def cmd_launch(args: argparse.Namespace) -> int:
     from lair.launch import launch
 
-    if args.bench and args.detach:
-        err("error: --bench runs in the foreground (it stops the run when done); drop --detach")
+    measure = bool(args.bench or args.eval_suites)
+    if measure and args.detach:
+        err("error: --bench/--eval run in the foreground (they stop the run when done); drop --detach")
         return 2
     if args.submit and not args.bench:
         err("error: --submit uploads the --bench report; add --bench")
         return 2
+    if args.eval_suites:
+        _check_suites(args)
     bench: dict[str, Any] = {}
-    on_ready = _bench(args, bench) if args.bench else None
+    on_ready = _bench(args, bench) if measure else None
     res = _with_prompt(args, lambda req: launch(req, detach=args.detach, progress=err, on_ready=on_ready))
-    if args.bench and "result" in bench:
+    if measure and ("result" in bench or "eval" in bench):
         rc = _finish_bench(args, res, bench)
         if rc is not None:
             return rc

@@ -149,7 +149,9 @@ def _evaluate(spec: SuiteSpec, url: str, model: str, opts: EvalOptions, seed: in
     return dict(res)
 
 
-def run_task(spec: SuiteSpec, url: str, model: str, opts: EvalOptions, repeat: int) -> list[tuple[str, RepeatResult]]:
+def run_task(
+    spec: SuiteSpec, url: str, model: str, opts: EvalOptions, repeat: int
+) -> list[tuple[str, RepeatResult]]:
     """Run ``spec`` once (seed ``opts.seed + repeat``): one ``(task name, result)`` per leaf task."""
     seed = opts.seed + repeat
     t0 = time.monotonic()

@@ -2,9 +2,9 @@
 
 Headline per suite: ``score`` is the mean over repeats of each repeat's score; ``stderr`` is the
 mean of the repeats' standard errors over samples (lm-eval's own figure for lm-eval tasks,
-``sqrt(p (1 - p) / (n - 1))`` for lair's needle); ``ci95`` is ``score ± 1.96 stderr``. The spread
-over repeats is their min, max and population standard deviation, plus ``flips``: the samples whose
-verdict was not the same in every repeat.
+``sqrt(p (1 - p) / (n - 1))`` for lair's needle); ``ci95`` is ``score ± 1.96 stderr``, clipped to
+[0, 1]. The spread over repeats is their min, max and population standard deviation, plus
+``flips``: the samples whose verdict was not the same in every repeat.
 """
 
 from __future__ import annotations
@@ -16,7 +16,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EVAL_SCHEMA_VERSION", "EvalOptions", "EvalResult", "RepeatResult", "SampleRecord", "SuiteResult"]
+__all__ = [
+    "EVAL_SCHEMA_VERSION",
+    "EvalOptions",
+    "EvalResult",
+    "RepeatResult",
+    "SampleRecord",
+    "SuiteResult",
+]
 
 EVAL_SCHEMA_VERSION = 1
 
@@ -34,7 +41,8 @@ class EvalOptions:
     api: str = "completions"  # completions | chat
     thinking: bool | None = None  # chat only: chat_template_kwargs.enable_thinking
     num_fewshot: int | None = None
-    data: Path | None = None
+    data: dict[str, Path] = field(default_factory=dict)
+    """Local data file per suite name (key ``""``: every suite without its own)."""
     sandbox: str = "auto"
     timeout_s: float = 300.0
     max_gen_toks: int | None = None
@@ -45,7 +53,7 @@ class EvalOptions:
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in asdict(self).items() if k not in ("api_key", "progress")}
-        d["data"] = str(self.data) if self.data else None
+        d["data"] = {k: str(v) for k, v in self.data.items()}
         d["api_key_given"] = bool(self.api_key)
         return d
 
@@ -128,7 +136,9 @@ class SuiteResult:
             "score": self.score,
             "n": self.repeats[0].n,
             "stderr": se,
-            "ci95": [self.score - 1.96 * se, self.score + 1.96 * se] if se is not None else None,
+            "ci95": [max(0.0, self.score - 1.96 * se), min(1.0, self.score + 1.96 * se)]
+            if se is not None
+            else None,
             "repeats": len(self.repeats),
             "spread": self.spread(),
             "wall_s": round(sum(r.wall_s for r in self.repeats), 3),

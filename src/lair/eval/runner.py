@@ -31,7 +31,9 @@ def served_model(url: str, api_key: str | None = None, timeout_s: float = 30.0) 
             data = json.loads(resp.read())
         return str(data["data"][0]["id"])
     except (OSError, ValueError, KeyError, IndexError) as exc:
-        raise EvalError(f"{url}/v1/models lists no model ({exc})", hint="give the served name with --model") from exc
+        raise EvalError(
+            f"{url}/v1/models lists no model ({exc})", hint="give the served name with --model"
+        ) from exc
 
 
 def _say(opts: EvalOptions, msg: str) -> None:
@@ -87,7 +89,7 @@ def run_eval(url: str, opts: EvalOptions) -> EvalResult:
     url = url.rstrip("/").removesuffix("/v1")
     if opts.repeat < 1:
         raise EvalError("--repeat must be at least 1")
-    specs = [resolve_suite(s, opts.data) for s in opts.suites]
+    specs = [resolve_suite(s, opts.data.get(s) or opts.data.get("")) for s in opts.suites]
     model = opts.model or served_model(url, opts.api_key)
     started = _now()
     results: list[SuiteResult] = []

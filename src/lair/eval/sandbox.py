@@ -124,7 +124,8 @@ class Sandbox:
 
     def _process(self, program: str) -> tuple[str, str]:
         mounts = " ".join(
-            f'[ -d {d} ] && mount -t tmpfs -o size=64m,mode=1777,nosuid,nodev tmpfs {d};' for d in WRITABLE_DIRS
+            f"[ -d {d} ] && mount -t tmpfs -o size=64m,mode=1777,nosuid,nodev tmpfs {d};"
+            for d in WRITABLE_DIRS
         )
         drop = f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups --no-new-privs"
         drop += " --inh-caps=-all --bounding-set=-all"

@@ -51,7 +51,8 @@ def _yaml(path: Path) -> dict[str, Any]:
     if cfg.get("unsafe_code"):
         raise EvalError(
             f"{path}: the task runs generated code inside the harness (unsafe_code: true)",
-            hint="lair runs generated code only in its sandbox: use --suite humaneval for HumanEval-format data",
+            hint="lair runs generated code only in its sandbox: use --suite humaneval for HumanEval-format "
+            "data",
         )
     return cfg
 
@@ -128,8 +129,12 @@ def _task_name_spec(name: str, data: Path | None) -> SuiteSpec:
     entry = index.get(name)
     if entry is None:
         close = difflib.get_close_matches(name, list(index), n=3)
-        hint = f"did you mean {', '.join(close)}?" if close else "give an lm-eval task name or a task YAML file"
-        raise EvalError(f"unknown suite {name!r}: not a lair suite ({', '.join(BUILTIN)}) nor an lm-eval task", hint=hint)
+        hint = (
+            f"did you mean {', '.join(close)}?" if close else "give an lm-eval task name or a task YAML file"
+        )
+        raise EvalError(
+            f"unknown suite {name!r}: not a lair suite ({', '.join(BUILTIN)}) nor an lm-eval task", hint=hint
+        )
     if entry.yaml_path is None or entry.kind.name.lower() != "task":
         return SuiteSpec(name, "lm_eval", name, data="(lm-eval group: data sets checked when loaded)")
     cfg = _yaml(entry.yaml_path)

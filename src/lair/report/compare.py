@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lair.report.quality import quality_compare, quality_compare_lines
+
 __all__ = ["COMPARED", "compare", "compare_text"]
 
 COMPARED = ("ttft_ms_p50", "prefill_tok_s", "decode_tok_s_per_stream", "decode_tok_s_aggregate")
@@ -32,6 +34,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "a": {"run_name": a.get("run_name"), "model": a["bench"]["model"], "created_at": a.get("created_at")},
         "b": {"run_name": b.get("run_name"), "model": b["bench"]["model"], "created_at": b.get("created_at")},
         "rows": rows,
+        "quality": quality_compare(a, b),
     }
 
 
@@ -62,4 +65,5 @@ def compare_text(cmp: dict[str, Any]) -> str:
         for m in COMPARED:
             cells += [_cell(r[m]["a"]), _cell(r[m]["b"]), _delta(r[m]["delta_pct"])]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += quality_compare_lines(cmp.get("quality") or [])
     return "\n".join(lines) + "\n"

@@ -6,6 +6,7 @@ requests.jsonl       one line per request: raw timings (ms from the repeat's fir
 fingerprint.json     hardware/software fingerprint (also inside results.json)
 logs/<name>.log      engine logs, secret values replaced by ***
 report.md            human report (Markdown)
+eval_samples.jsonl   with an evaluation: one line per sample (suite, prompt hash, output, verdict)
 report.html          human report (self-contained HTML with an SVG plot)
 """
 
@@ -24,10 +25,12 @@ from lair.report.fingerprint import fingerprint, sha256_file
 from lair.report.render import html_page, markdown
 from lair.report.roofline import roofline_markdown
 
-__all__ = ["REPORT_FILES", "load_report", "report_dir", "write_run_report"]
+__all__ = ["EVAL_SAMPLES", "REPORT_FILES", "load_report", "report_dir", "write_run_report"]
 
 REPORT_FILES = ("results.json", "requests.jsonl", "fingerprint.json", "report.md", "report.html")
 """Files every report folder holds (plus the recipe and logs when there are any)."""
+EVAL_SAMPLES = "eval_samples.jsonl"
+"""Per-sample records of the evaluation (only in reports that have one)."""
 
 
 def _slug(name: str) -> str:
@@ -83,13 +86,15 @@ def write_run_report(
     engine_version: str | None = None,
     api_key: str | None = None,
     secrets: Sequence[str] = (),
+    evaluation: Any = None,
 ) -> Path:
     """Write a complete report folder and return its path.
 
     The folder is ``out_dir`` when given, else ``<recipe dir>/reports/<stamp>_<run name>/``. ``values``
     resolve the recipe's placeholders; those whose names hold secrets, and ``api_key``, are replaced
     by ``***`` in the recipe copy and the logs, as is each of ``secrets`` (every resolved secret value
-    of the run).
+    of the run). ``evaluation`` (a :class:`lair.eval.EvalResult`) adds the quality table and
+    ``eval_samples.jsonl``.
     """
     if out_dir is None and recipe_path is None:
         raise BenchError("a run report needs a recipe or an output folder", hint="pass --out DIR")
@@ -117,6 +122,9 @@ def write_run_report(
         "fingerprint": fp,
         "logs": _write_logs(out, engine_logs, secrets),
     }
+    if evaluation is not None:
+        doc["eval"] = evaluation.as_dict()
+        _write_jsonl(out / EVAL_SAMPLES, evaluation.samples, secrets)
     _dump(out / "results.json", doc)
     _dump(out / "fingerprint.json", fp)
     with (out / "requests.jsonl").open("w") as f:
@@ -194,6 +202,14 @@ def _write_recipe(
     info = {"source": str(path), "file": copy.name, "sha256": sha256_file(path)}
     # the source's canonical model, before placeholders: the registry finds the revision by it
     return info | {"model_sha256": model_sha256(load_recipe(path))}
+
+
+def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]], secrets: list[str]) -> None:
+    with path.open("w") as f:
+        f.writelines(
+            _redact(json.dumps(row, separators=(",", ":"), ensure_ascii=False), secrets) + "\n"
+            for row in rows
+        )
 
 
 def _dump(path: Path, data: Any) -> None:

@@ -7,6 +7,7 @@ import html
 from typing import Any
 
 from lair.report.charts import metric_chart
+from lair.report.quality import quality_html, quality_markdown
 
 __all__ = ["COLUMNS", "charts", "html_page", "markdown", "table_rows"]
 
@@ -97,6 +98,7 @@ def markdown(doc: dict[str, Any]) -> str:
         _md_table([t for _, t in COLUMNS], table_rows(doc)),
         "",
         _needle_line(doc),
+        *quality_markdown(doc),
         "Definitions: TTFT to the first content token; decode per stream excludes the first chunk; "
         "total decode = all streams' decode tokens over first to last content chunk; "
         "headline = p50 over repeats.",
@@ -171,7 +173,7 @@ def html_page(doc: dict[str, Any], roofline: Any = None) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{_CSS}</style>"
         f"</head><body><h1>{title}</h1><p class='muted'>{meta}</p><table><tr>{head}</tr>{body}</table>"
-        f"<p>{html.escape(_needle_line(doc))}</p><div>{plots}</div>{_roofline_html(roofline)}"
+        f"<p>{html.escape(_needle_line(doc))}</p>{quality_html(doc)}<div>{plots}</div>{_roofline_html(roofline)}"
         f"<h2>Machine</h2><ul>{fp}</ul>"
         "</body></html>\n"
     )

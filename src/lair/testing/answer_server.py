@@ -3,11 +3,12 @@ an evaluation's score is known by hand.
 
     python -m lair.testing.answer_server RULES.json [--port 0] [--model answers]
 
-``RULES.json`` is ``{"rules": [{"contains": TEXT, "reply": TEXT}, ...], "default": TEXT}``: a request
-is answered with the reply of the first rule whose ``contains`` occurs in its prompt (the
-``prompt`` of ``/v1/completions``, or the joined message contents of ``/v1/chat/completions``),
-else with ``default``. Non-streaming only. Every request body is kept and served back at
-``GET /requests`` (JSON list), the server's own record of what the client sent.
+``RULES.json`` is ``{"rules": [{"contains": TEXT, "reply": TEXT, "seed": N}, ...], "default": TEXT}``:
+a request is answered with the reply of the first rule whose ``contains`` occurs in its prompt (the
+``prompt`` of ``/v1/completions``, or the joined message contents of ``/v1/chat/completions``) and,
+when the rule has a ``seed``, whose request carries that ``seed``; else with ``default``.
+Non-streaming only. Every request body is kept and served back at ``GET /requests`` (JSON list),
+the server's own record of what the client sent.
 
 It prints ``listening HOST:PORT`` on stdout once it accepts connections, and serves until SIGTERM.
 """
@@ -39,10 +40,10 @@ def _prompt(body: dict[str, Any]) -> str:
     return "\n".join(map(str, prompt)) if isinstance(prompt, list) else str(prompt)
 
 
-def answer(rules: Rules, prompt: str) -> str:
-    """The reply ``rules`` give ``prompt``."""
+def answer(rules: Rules, prompt: str, seed: int | None = None) -> str:
+    """The reply ``rules`` give ``prompt`` (sent with ``seed``)."""
     for rule in rules.get("rules", []):
-        if rule["contains"] in prompt:
+        if rule["contains"] in prompt and rule.get("seed", seed) == seed:
             return str(rule["reply"])
     return str(rules.get("default", ""))
 
@@ -90,7 +91,7 @@ def _handler(rules: Rules, model: str, seen: list[dict[str, Any]]) -> type[BaseH
                 return
             with lock:
                 seen.append(body)
-            self._send(200, _completion(body, answer(rules, _prompt(body)), model))
+            self._send(200, _completion(body, answer(rules, _prompt(body), body.get("seed")), model))
 
     return Handler
 
@@ -98,7 +99,9 @@ def _handler(rules: Rules, model: str, seen: list[dict[str, Any]]) -> type[BaseH
 def serve(rules: Rules, host: str, port: int, model: str) -> None:
     """Serve until interrupted, printing ``listening HOST:PORT`` first."""
     srv = ThreadingHTTPServer((host, port), _handler(rules, model, []))
-    print(f"listening {srv.server_address[0]}:{srv.server_address[1]}", flush=True)
+    addr_host, addr_port = srv.server_address[:2]
+    name = addr_host.decode() if isinstance(addr_host, bytes) else addr_host
+    print(f"listening {name}:{addr_port}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         srv.serve_forever()
     srv.server_close()

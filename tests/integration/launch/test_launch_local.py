@@ -166,3 +166,27 @@ def test_user_library_script_with_args_then_a_hook_timeout(lair_home: Path, tmp_
     assert (tmp_path / "after-stop").exists()
     run_id = re.findall(r"\] run (\S+) on ", res.stderr)[0]
     assert_clean(lair_home, run_id)
+
+
+def test_launch_bench_and_eval_on_one_launch(lair_home: Path, tmp_path: Path) -> None:
+    recipe = tmp_path / "tiny-cpu" / "recipe.toml"
+    recipe.parent.mkdir()
+    shutil.copyfile(TINY, recipe)
+    args = ["--bench", "--bench-contexts", "64", "--bench-decode-tokens", "8", "--bench-repeat", "1"]
+    args += ["--bench-tokenizer", "/tmp/lair-tiny-cpu-model/hf/tokenizer.json"]
+    args += ["--eval", "lair_arith", "--eval-limit", "6", "--eval-repeat", "2"]
+    res = lair("launch", str(recipe), *args, "--json", timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    (cell,) = out["bench"]["cells"]
+    (suite,) = out["eval"]["suites"]
+    assert cell["context"] == 64 and suite["suite"] == "lair_arith" and suite["n"] == 6
+    assert out["eval"]["model"] == "tiny" and out["state"] == "stopped"
+    report = Path(out["report"])
+    doc = json.loads((report / "results.json").read_text())
+    assert doc["bench"]["cells"][0]["context"] == 64 and doc["eval"]["suites"][0]["repeats"] == 2
+    samples = (report / "eval_samples.jsonl").read_text().splitlines()
+    assert len(samples) == 12
+    html = (report / "report.html").read_text()
+    assert "<table class='quality'>" in html and "lair_arith" in html
+    assert_clean(lair_home, out["run_id"])
