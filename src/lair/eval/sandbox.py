@@ -108,7 +108,13 @@ class Sandbox:
     def _docker(self, program: str) -> tuple[str, str]:
         name = f"lair-sbx-{uuid.uuid4().hex[:12]}"
         argv = ["docker", "run", "--rm", "-i", "--name", name, "--label", "lair.sandbox=1"]
-        argv += ["--network", "none", "--read-only", "--tmpfs", "/sandbox:rw,size=64m,mode=1777"]
+        argv += [
+            "--network",
+            "none",
+            "--read-only",
+            "--tmpfs",
+            f"/sandbox:rw,size=64m,uid={NOBODY},gid={NOBODY}",
+        ]
         argv += ["--workdir", "/sandbox", "--user", f"{NOBODY}:{NOBODY}", "--cap-drop", "ALL"]
         argv += ["--security-opt", "no-new-privileges", "--pids-limit", "64", "--cpus", "1"]
         argv += ["--memory", str(MEMORY_BYTES), "--memory-swap", str(MEMORY_BYTES)]

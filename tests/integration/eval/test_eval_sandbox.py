@@ -107,23 +107,25 @@ def test_a_socket_to_the_host_fails_and_never_arrives(sandbox: Sandbox, listener
 
 
 def test_writes_outside_the_work_dir_fail_and_leave_the_host_alone(sandbox: Sandbox, tmp_path: Path) -> None:
-    outside = tmp_path / "escaped.txt"
-    shared_tmp = Path("/tmp") / f"lair-sbx-escape-{os.getpid()}"
+    outside = [tmp_path / "escaped.txt", Path("/etc/lair-escape"), Path("/root/lair-escape")]
+    shared_tmp = Path("/tmp") / f"lair-sbx-escape-{os.getpid()}"  # the process sandbox's /tmp is its own
     program = (
-        "import pathlib\n"
+        "import pathlib, sys\n"
         "pathlib.Path('inside.txt').write_text('ok')\n"  # its own directory: allowed
-        "for p in [" + ", ".join(repr(str(x)) for x in (outside, shared_tmp, "/etc/lair-escape")) + "]:\n"
+        f"try:\n    pathlib.Path({str(shared_tmp)!r}).write_text('x')\nexcept OSError:\n    pass\n"
+        "for p in [" + ", ".join(repr(str(x)) for x in outside) + "]:\n"
         "    try:\n"
         "        pathlib.Path(p).write_text('escaped')\n"
         "    except OSError as e:\n"
-        "        print(p, type(e).__name__)\n"
+        "        print('refused', p, file=sys.stderr)\n"
         "    else:\n"
         "        raise SystemExit('wrote ' + p)\n"
         "raise SystemExit(3)\n"
     )
     v = sandbox.run(program)
-    assert v.status == "failed" and "wrote" not in v.detail
-    assert not outside.exists() and not shared_tmp.exists() and not Path("/etc/lair-escape").exists()
+    assert v.status == "failed" and "wrote" not in v.detail  # exit 3: every outside write refused
+    assert v.detail.splitlines() == [f"refused {p}" for p in outside]
+    assert not any(p.exists() for p in outside) and not shared_tmp.exists()
     assert sandbox.run("import pathlib; pathlib.Path('x').write_text('ok')").passed
 
 
