@@ -19,7 +19,6 @@ import argparse
 import contextlib
 import json
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -110,26 +109,14 @@ def serve(rules: Rules, host: str, port: int, model: str) -> None:
 @contextlib.contextmanager
 def running_answer_server(rules: Rules, *, model: str = "answers", timeout_s: float = 20.0) -> Iterator[str]:
     """Start the server in its own process with ``rules``; yield its base URL."""
+    from lair.testing.calibrated_server import listening_process
+
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "rules.json"
         path.write_text(json.dumps(rules))
         cmd = [sys.executable, "-m", "lair.testing.answer_server", str(path), "--port", "0", "--model", model]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            if not line.startswith("listening "):
-                raise RuntimeError(f"answer server did not start: {line!r}")
-            yield "http://" + line.split()[1]
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
+        with listening_process(cmd, "answer server", timeout_s) as url:
+            yield url
 
 
 def _interrupt(signum: int, frame: object) -> None:

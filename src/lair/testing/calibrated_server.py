@@ -47,7 +47,7 @@ from typing import Any
 
 from lair.bench.rawstream import realtime_offset
 
-__all__ = ["CalibratedServer", "ServerConfig", "main", "running_server"]
+__all__ = ["CalibratedServer", "ServerConfig", "listening_process", "main", "running_server"]
 
 
 @dataclass
@@ -408,18 +408,15 @@ def _config(a: argparse.Namespace) -> ServerConfig:
 
 
 @contextlib.contextmanager
-def running_server(*args: str, timeout_s: float = 20.0) -> Iterator[str]:
-    """Start the server in its own process (``args`` are its command-line flags); yield its base URL.
-
-    A process of its own keeps the server's timing independent of the client under test.
-    """
-    cmd = [sys.executable, "-m", "lair.testing.calibrated_server", "--port", "0", *args]
+def listening_process(cmd: list[str], what: str, timeout_s: float = 20.0) -> Iterator[str]:
+    """Run ``cmd`` (a server that prints ``listening HOST:PORT`` first); yield ``http://HOST:PORT``;
+    terminate it (then kill it after ``timeout_s``) on exit."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # blocks until the server prints its address (or exits)
         if not line.startswith("listening "):
-            raise RuntimeError(f"calibrated server did not start: {line!r}")
+            raise RuntimeError(f"{what} did not start: {line!r}")
         yield "http://" + line.split()[1]
     finally:
         proc.terminate()
@@ -430,6 +427,17 @@ def running_server(*args: str, timeout_s: float = 20.0) -> Iterator[str]:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+@contextlib.contextmanager
+def running_server(*args: str, timeout_s: float = 20.0) -> Iterator[str]:
+    """Start the server in its own process (``args`` are its command-line flags); yield its base URL.
+
+    A process of its own keeps the server's timing independent of the client under test.
+    """
+    cmd = [sys.executable, "-m", "lair.testing.calibrated_server", "--port", "0", *args]
+    with listening_process(cmd, "calibrated server", timeout_s) as url:
+        yield url
 
 
 def main(argv: list[str] | None = None) -> int:
