@@ -51,6 +51,7 @@ OPERATIONS = [
     "getRevision",
     "listGpus",
     "diffRevisions",
+    "getReport",
 ]
 WRITES = ["publishRecipe", "createRevision", "forkRecipe", "vote", "unvote", "retractMeasurement"]
 
@@ -97,7 +98,8 @@ def test_api_conforms_to_its_openapi_document(api_schema: Any, operation_id: str
     operation = api_schema.find_operation_by_id(operation_id)
     seen: list[int] = []
     # a cursor is opaque: only one the API returned is valid, so a generated one is rightly a 422
-    skip = [positive_data_acceptance] if operation_id == "listRecipes" else []
+    # and a report id is only valid when a report was uploaded under it
+    skip = [positive_data_acceptance] if operation_id in ("listRecipes", "getReport") else []
 
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(case=operation.as_strategy())

@@ -53,6 +53,28 @@ def _measurement() -> dict[str, Any]:
             "created_at": {"type": "string"},
             "retracted": {"type": "boolean"},
             "retracted_reason": STR,
+            "report_id": STR,
+            "rig": STR,
+            "tier": {"enum": ["reported", "verified", "replicated"]},
+            "rigs": INT,
+            "spread": NUM,
+            "links": {"type": "object", "additionalProperties": {"type": "string"}},
+        }
+    )
+
+
+def _report() -> dict[str, Any]:
+    return _obj(
+        {
+            "ok": {"const": True},
+            "id": {"type": "string"},
+            "slug": {"type": "string"},
+            "revision": {"type": "integer"},
+            "rig_fingerprint": {"type": "string"},
+            "fingerprint": {"type": "object"},
+            "files": {"type": "array", "items": {"type": "string"}},
+            "run_name": {"type": "string"},
+            "created_at": {"type": "string"},
         }
     )
 
@@ -222,6 +244,20 @@ def _paths() -> dict[str, Any]:
         "/api/v1/recipes/{slug}/revisions/{n}.json": {
             "get": {"operationId": "getRevision", "parameters": _path(rev=True), "responses": _responses(doc)}
         },
+        "/api/v1/reports/{id}.json": {
+            "get": {
+                "operationId": "getReport",
+                "parameters": [
+                    {
+                        "name": "id",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string", "pattern": "^[0-9a-f]{16}$"},
+                    }
+                ],
+                "responses": _responses(_ref("Report")),
+            }
+        },
         "/api/v1/gpus": {
             "get": {
                 "operationId": "listGpus",
@@ -359,6 +395,7 @@ def _schemas() -> dict[str, Any]:
         "Recipe": recipe,
         "Error": _error_schema(),
         "Measurement": _measurement(),
+        "Report": _report(),
         "RecipeDocument": _recipe_doc(),
         "RecipeList": _list_doc(),
     }
