@@ -232,3 +232,16 @@ def test_openapi_and_llms_txt(client: TestClient) -> None:
     assert "Recipe" in doc["components"]["schemas"]
     text = client.get("/llms.txt").text
     assert SLUG_000 in text and "Show the diff before overwriting" in text
+
+
+def test_seed_000_quality_figures_are_reported_rows(client: TestClient) -> None:
+    page = client.get(f"/recipes/{SLUG_000}").text
+    table = re.search(r'<table class="quality">(.*?)</table>', page, re.S)
+    assert table is not None
+    rows = re.findall(
+        r'<tr data-provenance="reported"><td>(.*?)</td><td>(.*?)</td><td[^>]*>(.*?)</td>', table[1]
+    )
+    assert rows == [
+        ("GSM8K-200 (thinking off)", "98.5%", "reported"),
+        ("HumanEval pass@1", "97.0%", "reported"),
+    ]
