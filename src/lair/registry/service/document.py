@@ -6,10 +6,9 @@ beside it: slug, revision, sha256, votes, measurements with provenance, driver f
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from lair.recipe import export_text
+from lair.registry.service.canonical import revision_model
 from lair.registry.service.driver import driver_floor
 from lair.registry.service.read import RecipeRecord, RevisionInfo
 from lair.registry.service.timefmt import iso
@@ -45,7 +44,7 @@ def recipe_document(rec: RecipeRecord, base: str) -> dict[str, Any]:
         "votes": rec.votes,
         "created_at": iso(rec.created_at),
         "updated_at": iso(rec.updated_at),
-        "recipe": json.loads(export_text(rec.recipe, "json")),
+        "recipe": revision_model(rec.revision.sha256, rec.revision.toml)[1],
         "measurements": rec.measurements,
         "driver_floor": driver_floor(rec.recipe).as_dict(),
         "revisions": [_revision(r) for r in rec.history],

@@ -11,7 +11,7 @@ from sqlalchemy import Connection
 
 from lair.errors import RegistryError
 from lair.recipe import Recipe
-from lair.registry.service.canonical import recipe_from_canonical
+from lair.registry.service.canonical import revision_model
 from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, VERSION
 
 __all__ = ["RecipeRecord", "RevisionInfo", "get_recipe", "get_revision", "version"]
@@ -151,7 +151,7 @@ def get_recipe(conn: Connection, slug: str, revision: int | None = None) -> Reci
         created_at=row.created_at,
         updated_at=row.updated_at,
         revision=rev,
-        recipe=recipe_from_canonical(rev.toml),
+        recipe=revision_model(rev.sha256, rev.toml)[0],
         history=_history(conn, row.id),
         measurements=_measurements(conn, row.id, rev.number),
     )
