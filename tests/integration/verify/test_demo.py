@@ -32,15 +32,15 @@ def _get(url: str) -> str | None:
         return None
 
 
-def _wait_verified(base: str, proc: subprocess.Popen[bytes], timeout_s: float = 240) -> str:
+def _wait_verified(base: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 240) -> str:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        assert proc.poll() is None, "the demo exited early"
+        assert proc.poll() is None, f"the demo exited early:\n{log.read_text()}"
         page = _get(f"{base}/recipes/tiny-cpu")
         if page and 'data-tier="verified"' in page:
             return page
         time.sleep(0.5)
-    raise TimeoutError("the verified row never appeared")
+    raise TimeoutError(f"the verified row never appeared:\n{log.read_text()}")
 
 
 def _processes_mentioning(text: str) -> list[str]:
@@ -68,7 +68,7 @@ def test_demo_serves_the_verified_row_and_ctrl_c_leaves_nothing(lair_home: Path,
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        page = _wait_verified(base, proc)
+        page = _wait_verified(base, proc, log)
         listed = json.loads(_get(f"{base}/api/v1/recipes") or "{}")["items"]
         assert {i["slug"] for i in listed} >= {"tiny-cpu", *_seeded(tmp_path)}
         assert re.search(r'<tr class="[^"]*" data-provenance="verified">', page)
@@ -81,11 +81,12 @@ def test_demo_serves_the_verified_row_and_ctrl_c_leaves_nothing(lair_home: Path,
     err = log.read_text()
     assert proc.returncode == 0, err
     folder = re.search(r"demo folder: (\S+)", err)
-    assert folder and "stored: report" in err and "nothing left running" in err
-    assert not Path(folder.group(1)).exists()
+    assert folder and "stored: report" in err and "nothing left running" in err, err
+    assert not Path(folder.group(1)).exists(), err
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0  # the registry no longer listens
-    assert _processes_mentioning(f"--port {port}") == [] and _processes_mentioning(folder.group(1)) == []
+    left = _processes_mentioning(f"--port {port}") + _processes_mentioning(folder.group(1))
+    assert left == [], (left, err)
 
 
 def _seeded(tmp_path: Path) -> list[str]:
