@@ -279,3 +279,16 @@ def test_write_rate_limit(world: World, monkeypatch: pytest.MonkeyPatch) -> None
     got = [world.client.put(f"/api/v1/recipes/{SLUG}/vote", headers=h).status_code for _ in range(4)]
     assert got == [200, 200, 200, 429]
     reset_limits()
+
+
+def test_tokens_are_listed_without_values_and_revocable(world: World) -> None:
+    c, h = world.client, _headers(world, "other")
+    assert c.get("/api/v1/tokens").status_code == 401
+    assert c.put(f"/api/v1/recipes/{SLUG}/vote", headers=h).status_code == 200
+    listed = c.get("/api/v1/tokens", headers=h).json()["tokens"]
+    assert len(listed) == 1 and listed[0]["last_used_at"] and listed[0]["scopes"] == ["read", "publish"]
+    assert world.tokens["other"] not in str(listed)
+    owner = _headers(world, "owner")
+    assert c.delete(f"/api/v1/tokens/{listed[0]['id']}", headers=owner).status_code == 404  # not the owner's
+    assert c.delete(f"/api/v1/tokens/{listed[0]['id']}", headers=h).status_code == 200
+    assert c.put(f"/api/v1/recipes/{SLUG}/vote", headers=h).status_code == 401  # revoked

@@ -165,3 +165,24 @@ def revoke_token(conn: Connection, actor: Actor, token_id: int) -> None:
     )
     if res.rowcount == 0:
         raise RegistryError(404, "not_found", f"no token {token_id}")
+
+
+def list_tokens(conn: Connection, actor: Actor) -> list[dict[str, object]]:
+    """The actor's tokens (never their values): name, scopes, created, last used, revoked."""
+    from lair.registry.service.timefmt import iso
+
+    rows = conn.execute(sa.select(TOKENS).where(TOKENS.c.user_id == actor.id).order_by(TOKENS.c.id))
+    return [
+        {
+            "id": r.id,
+            "name": r.name,
+            "scopes": r.scopes.split(","),
+            "created_at": iso(r.created_at),
+            "last_used_at": iso(r.last_used_at) if r.last_used_at else None,
+            "revoked": r.revoked_at is not None,
+        }
+        for r in rows
+    ]
+
+
+__all__ += ["list_tokens"]

@@ -93,6 +93,8 @@ def _routes() -> list[Any]:
         Route("/api/v1/recipes/{slug}/hidden", writes.hide, methods=["PUT", "DELETE"]),
         Route("/api/v1/measurements/{id}/retract", writes.retract, methods=["POST"]),
         Route("/api/v1/users", writes.sign_up, methods=["POST"]),
+        Route("/api/v1/tokens", writes.tokens, methods=["GET"]),
+        Route("/api/v1/tokens/{id}", writes.revoke_token, methods=["DELETE"]),
         Route("/api/v1/session", writes.sign_in, methods=["POST"]),
         Route("/api/v1/session", writes.sign_out, methods=["DELETE"]),
         Route("/api/v1/recipes/{name}", r.api_recipe),

@@ -188,3 +188,34 @@ async def sign_out(request: Request) -> Response:
 
 
 __all__ += ["sign_in", "sign_out", "sign_up"]
+
+
+async def tokens(request: Request) -> Response:
+    from lair.registry.service.accounts import list_tokens
+
+    with request.app.state.engine.begin() as conn:
+        actor = actor_of(request, conn)
+        if actor is None:
+            raise RegistryError(
+                401, "unauthorized", "sign in first", hint="send Authorization: Bearer <token>"
+            )
+        return json_response({"ok": True, "tokens": list_tokens(conn, actor)}, cacheable=False)
+
+
+async def revoke_token(request: Request) -> Response:
+    from lair.registry.service.accounts import revoke_token as revoke
+
+    raw = request.path_params["id"]
+    if not raw.isdigit() or not 0 < int(raw) < 2**62:
+        raise RegistryError(404, "not_found", f"no token {raw[:30]!r}")
+
+    def go(conn: Connection, actor: Actor | None) -> None:
+        if actor is None:
+            raise RegistryError(401, "unauthorized", "sign in first")
+        revoke(conn, actor, int(raw))
+
+    _run(request, go)
+    return json_response({"ok": True, "revoked": int(raw)}, cacheable=False)
+
+
+__all__ += ["revoke_token", "tokens"]
