@@ -138,7 +138,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         _wait_up(url, proc)
         token = _demo_token(folder)
         rc = _bench_and_submit(folder, url, token)
-        for _ in range(2):  # refused (3): e.g. a run the bench itself flagged client-bound on a busy machine
+        for _ in range(4):  # refused (3): e.g. a run the bench itself flagged client-bound on a busy machine
             if rc != 3:
                 break
             err("the registry refused that run (reasons above); measuring again")

@@ -73,8 +73,9 @@ def test_demo_serves_the_verified_row_and_ctrl_c_leaves_nothing(lair_home: Path,
         assert {i["slug"] for i in listed} >= {"tiny-cpu", *_seeded(tmp_path)}
         assert re.search(r'<tr class="[^"]*" data-provenance="verified">', page)
     except BaseException:
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=120)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=120)
         raise
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C on the terminal: the whole foreground group
     proc.wait(timeout=60)
