@@ -62,6 +62,7 @@ Counter = Callable[[str], Awaitable[int | None]]
 """Counts a content text's tokens exactly (a local tokenizer, or the server's ``/tokenize``)."""
 
 _FIT_ROUNDS = 12
+_PAD_ROUNDS = 8
 
 
 @dataclass
@@ -124,8 +125,8 @@ class PromptSizer:
         """A fresh prompt of about ``target_tokens`` server tokens.
 
         With a counter the filler length is searched (estimate, then bisection between a too-short and
-        a too-long length): within 1% (at least one token) unless a single filler word is longer than
-        that, then within half that word."""
+        a too-long length): within 1% (at least one token); when whole words cannot get that close,
+        the longest too-short prompt is grown by one-letter words (see :meth:`_pad`)."""
         nonce = nonce or secrets.token_hex(8)
         n = self.words_for(target_tokens)
         lo, hi = 0, 1 << 30  # filler lengths known to be too short / too long
@@ -144,4 +145,21 @@ class PromptSizer:
                 break
             guess = n + (round(err / max(self.tokens_per_word, 0.1)) or (1 if err > 0 else -1))
             n = guess if lo < guess < hi else (lo + hi) // 2 if hi < 1 << 30 else lo + 1
+        if best[0] > max(1.0, 0.01 * target_tokens) and lo > 0:
+            best = min(best, await self._pad(prompt_text(lo, nonce), target_tokens), key=lambda b: b[0])
         return best[1]
+
+    async def _pad(self, text: str, target_tokens: int) -> tuple[float, str]:
+        """Closer than whole filler words allow: a prompt one word too short, grown by one-letter
+        words (a token or so each) until it is within 1% (at least one token) or would pass it."""
+        best: tuple[float, str] = (float("inf"), text)
+        for _ in range(_PAD_ROUNDS):
+            got = await self.count(text)
+            if got is None:
+                break
+            err = target_tokens - (got + self.overhead)
+            best = min(best, (abs(err), text), key=lambda b: b[0])
+            if err <= max(1.0, 0.01 * target_tokens):
+                break
+            text += " a"
+        return best

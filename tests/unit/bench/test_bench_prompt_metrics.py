@@ -176,3 +176,22 @@ def test_cold_cache_not_proven_only_without_both_sources() -> None:
     assert _cell_of(0, None) == ["cached=0"]
     assert _cell_of(None, 0.0) == ["cached=None"]
     assert _cell_of(None, 500.0) == ["cache-hit", "cached=None"]
+
+
+def test_words_too_long_for_the_target_are_topped_up_with_one_letter_words() -> None:
+    """Every filler word costs 5 tokens, a one-letter word 1: whole words land up to 2.5 tokens off a
+    64-token target; topped up, every prompt is within 1 token of it."""
+
+    def tokens(text: str) -> int:
+        return sum(1 if len(w) == 1 else 5 for w in text.split())
+
+    async def counter(text: str) -> int:
+        return tokens(text)
+
+    async def probe(text: str) -> int:
+        return tokens(text) + 7
+
+    sizer = PromptSizer(counter=counter)
+    asyncio.run(sizer.calibrate(probe))
+    sizes = [tokens(asyncio.run(sizer.fit(64))) + 7 for _ in range(30)]
+    assert all(abs(n - 64) <= 1 for n in sizes), sizes
