@@ -200,6 +200,7 @@ async def compare(request: Request) -> Response:
     slug, q = request.path_params["slug"], request.query_params
     with request.app.state.engine.connect() as conn:
         rec = read.get_recipe(conn, slug)
+        me = actor_of(request, conn)
         if q.get("upstream") and rec.upstream:
             up = read.get_recipe(conn, rec.upstream)
             a_text, b_text = up.revision.toml, rec.revision.toml
@@ -214,5 +215,5 @@ async def compare(request: Request) -> Response:
             labels = (f"{slug}@{a}", f"{slug}@{b}")
     unified = "".join(difflib.unified_diff(a_text.splitlines(True), b_text.splitlines(True), *labels))
     ctx = {"slug": slug, "labels": labels, "unified": unified, "rows": side_by_side(a_text, b_text),
-           "history": rec.history, "quote": quote}  # fmt: skip
+           "history": rec.history, "quote": quote, "me": me}  # fmt: skip
     return _page(request, "compare.html", ctx)
