@@ -5,6 +5,9 @@ and a present image is not pulled."""
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -86,6 +89,34 @@ def test_a_gpu_container_on_a_host_without_gpu_runtime_gets_the_capability_error
     assert f"the host has no GPU container runtime ({engine_image} asked for GPUs)" in res.stderr
     assert "could not select device driver" in res.stderr  # docker's own words, kept below
     assert "[capabilities] gpus = false" in res.stderr
+    run_id = newest_run(lair_home, before)
+    assert run_id and local_containers(run_id) == ""
+    assert_clean(lair_home, run_id, docker=True)
+
+
+def test_a_pull_that_hangs_is_ended_at_its_own_timeout(tmp_path: Path, lair_home: Path) -> None:
+    """A registry on loopback that accepts the connection and never answers: ``docker pull`` hangs, and
+    the pull step ends at ``--pull-timeout`` (not the launch's other timeouts), with the hint, and the
+    launch is rolled back with nothing started."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    image = f"127.0.0.1:{silent.getsockname()[1]}/lair-test/hangs:1"
+    before = run_ids(lair_home)
+    try:
+        t0 = time.monotonic()
+        res = lair("launch", _recipe(tmp_path, image), "--pull-timeout", "3", "--detach", timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        silent.close()
+    assert res.returncode == 1, res.stderr
+    assert f"pulling {image} (timeout 3s)" in res.stderr
+    assert f"docker pull {image} did not finish in 3s (stopped)" in res.stderr
+    assert "raise --pull-timeout" in res.stderr
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert f"pull {image}" not in ps  # the hung client was ended, not left behind
+    assert took < 30, took  # docker's own dial timeout is far longer
+    assert "docker run" not in res.stderr.split("rolling back")[0]
     run_id = newest_run(lair_home, before)
     assert run_id and local_containers(run_id) == ""
     assert_clean(lair_home, run_id, docker=True)
