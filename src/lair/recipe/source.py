@@ -112,9 +112,39 @@ def _read_toml(text: str, name: str) -> tuple[Any, Locator]:
         ) from None
     try:
         loc = TomlScanner(text).scan()
-    except (IndexError, ValueError):  # the scanner is best-effort; tomllib already accepted the text
-        loc = Locator()
+    except (IndexError, ValueError):  # tomllib accepted the text: locate by lines instead of 1:1
+        loc = line_locator(text)
     return data, loc
+
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
+_KEYLINE = re.compile(r"^\s*([A-Za-z0-9_\-.\"' ]+?)\s*=")
+
+
+def _dotted(raw: str) -> list[str]:
+    return [part.strip().strip("\"'") for part in raw.split(".")]
+
+
+def line_locator(text: str) -> Locator:
+    """A coarse locator from table headers and ``key =`` lines (no inline tables or arrays inside a
+    value): the fallback when the full scanner cannot follow the text, so errors still point at
+    the key's line, or at its table's header, rather than at 1:1."""
+    loc, seen = Locator(), dict[Key, int]()
+    table: Key = ()
+    for no, line in enumerate(text.splitlines(), start=1):
+        if m := _HEADER.match(line):
+            table = tuple(_dotted(m.group(2)))
+            if m.group(1) == "[[":
+                seen[table] = seen.get(table, -1) + 1
+                loc.keys.setdefault(table, Pos(no, 1))
+                table = (*table, seen[table])
+            loc.keys.setdefault(table, Pos(no, 1))
+        elif (m := _KEYLINE.match(line)) and not line.lstrip().startswith("#"):
+            path = (*table, *_dotted(m.group(1)))
+            loc.keys.setdefault(path, Pos(no, m.start(1) + 1))
+            value_col = len(line) - len(line[m.end() :].lstrip()) + 1
+            loc.values.setdefault(path, Pos(no, value_col))
+    return loc
 
 
 def _toml_hint(msg: str) -> str:
