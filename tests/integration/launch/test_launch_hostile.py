@@ -5,20 +5,18 @@ shows what changed; a file marked as pulled stays untrusted, in place and copied
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import pty
 import select
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from launch_helpers import LAIR
+from launch_helpers import LAIR, serve_folder
 
 from lair.cli import main
 
@@ -41,22 +39,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]
     for case in CASES:
         shutil.copy(case, root / case.name)
 
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *a: object, **kw: object) -> None:
-            super().__init__(*a, directory=str(root), **kw)  # type: ignore[arg-type]
-
-        def log_message(self, *a: object) -> None:
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield root, f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        t.join()
+    with serve_folder(root) as url:
+        yield root, url
 
 
 def _plan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, object], str]:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from launch_helpers import lair
+from launch_helpers import lair, serve_folder
 
 pytestmark = [pytest.mark.integration]
 
@@ -28,22 +26,8 @@ container = "/var/run/docker.sock"
 def served(tmp_path: Path) -> Iterator[str]:
     (tmp_path / "recipe.toml").write_text(RISKY)
 
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *a: object, **kw: object) -> None:
-            super().__init__(*a, directory=str(tmp_path), **kw)  # type: ignore[arg-type]
-
-        def log_message(self, *a: object) -> None:
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/recipe.toml"
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        t.join()
+    with serve_folder(tmp_path) as url:
+        yield f"{url}/recipe.toml"
 
 
 def test_url_recipe_needs_acceptance_of_its_hooks_and_mounts(served: str, lair_home: Path) -> None:
