@@ -31,6 +31,7 @@ __all__ = [
     "ApiToken",
     "Base",
     "Measurement",
+    "QualityMeasurement",
     "Recipe",
     "RecipeTag",
     "RegistryVersion",
@@ -232,3 +233,41 @@ class Report(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (Index("ix_reports_recipe", "recipe_id", "created_at"),)
+
+
+class QualityMeasurement(Base):
+    """One quality row (migration 0004), tied to the revision it was measured with; ``provenance`` is
+    reported (typed by the author in ``meta.quality``), verified (an accepted report whose per-sample
+    records the registry re-scored) or reported-by-report (an accepted report whose samples the
+    registry cannot re-score, e.g. HumanEval's programs). Scores are in ``unit`` (``%`` for measured
+    rows: ``score``, ``stderr`` and the spread over repeats in percent). Retracted rows stay, struck."""
+
+    __tablename__ = "quality_measurements"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    recipe_id: Mapped[int] = mapped_column(ForeignKey("recipes.id", ondelete="CASCADE"))
+    revision_id: Mapped[int] = mapped_column(ForeignKey("revisions.id", ondelete="CASCADE"))
+    suite: Mapped[str] = mapped_column(String(200))
+    metric: Mapped[str] = mapped_column(String(200), default="")
+    score: Mapped[float] = mapped_column(Float)
+    unit: Mapped[str] = mapped_column(String(20), default="%")
+    n: Mapped[int | None] = mapped_column(Integer)
+    stderr: Mapped[float | None] = mapped_column(Float)
+    repeats: Mapped[int | None] = mapped_column(Integer)
+    spread_min: Mapped[float | None] = mapped_column(Float)
+    spread_max: Mapped[float | None] = mapped_column(Float)
+    flips: Mapped[int | None] = mapped_column(Integer)
+    provenance: Mapped[str] = mapped_column(String(20), default="reported")
+    note: Mapped[str] = mapped_column(Text, default="")
+    submitted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    rig_fingerprint: Mapped[str | None] = mapped_column(String(64))
+    report_id: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    retracted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    retracted_reason: Mapped[str | None] = mapped_column(Text)
+    retracted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+
+    __table_args__ = (
+        Index("ix_quality_recipe", "recipe_id", "suite"),
+        Index("ix_quality_report", "report_id"),
+    )

@@ -23,6 +23,7 @@ from lair.registry.service.canonical import parse_recipe
 from lair.registry.service.facets import slugify
 from lair.registry.service.publish import (
     MEASUREMENTS,
+    QUALITY,
     RECIPES,
     REVISIONS,
     USERS,
@@ -177,13 +178,16 @@ def vote(conn: Connection, actor: Actor | None, slug: str, on: bool) -> int:
     return int(votes.scalar_one())
 
 
-def retract(conn: Connection, actor: Actor | None, measurement_id: int, reason: str) -> None:
-    """A measurement's author, the recipe's owner or an admin strikes a row; it stays, with the reason."""
+def retract(
+    conn: Connection, actor: Actor | None, measurement_id: int, reason: str, *, quality: bool = False
+) -> None:
+    """A measurement's author, the recipe's owner or an admin strikes a row (a speed row, or a quality
+    row with ``quality``); it stays, with the reason."""
     who = _need(actor)
     reason = reason.strip()
     if not reason:
         raise RegistryError(422, "invalid", "a retraction needs a reason")
-    m = MEASUREMENTS
+    m = QUALITY if quality else MEASUREMENTS
     row = conn.execute(
         sa.select(m.c.id, m.c.submitted_by, m.c.retracted_at, RECIPES.c.owner_id)
         .join(RECIPES, RECIPES.c.id == m.c.recipe_id)

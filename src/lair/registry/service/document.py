@@ -1,7 +1,8 @@
 """The JSON document of a recipe: the page's twin and ``/api/v1/recipes/<slug>.json``.
 
 ``recipe`` is exactly what ``lair export --format json`` prints for the revision's canonical model;
-beside it: slug, revision, sha256, votes, measurements with provenance, driver floor, history, links.
+beside it: slug, revision, sha256, votes, speed and quality rows with provenance, driver floor,
+history, links.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def recipe_document(rec: RecipeRecord, base: str) -> dict[str, Any]:
         "updated_at": iso(rec.updated_at),
         "recipe": revision_model(rec.revision.sha256, rec.revision.toml)[1],
         "measurements": rec.measurements,
+        "quality": rec.quality,
         "driver_floor": driver_floor(rec.recipe).as_dict(),
         "revisions": [_revision(r) for r in rec.history],
         "links": {

@@ -18,6 +18,7 @@ from lair.registry.service.driver import driver_floor
 from lair.registry.service.fitting import gpu_choices, known_facts, rated_rows
 from lair.registry.service.markdown import render_markdown
 from lair.registry.service.placeholders import form_fields
+from lair.registry.service.quality import MAX_QUALITY_SPREAD
 from lair.registry.service.read import RecipeRecord
 from lair.registry.service.tiers import MAX_SPREAD, MIN_RIGS
 from lair.registry.service.timefmt import iso
@@ -92,7 +93,8 @@ def _performance(rec: RecipeRecord) -> dict[str, Any]:
         "notes": rec.recipe.meta.performance_notes,
         "notes_html": render_markdown(rec.recipe.meta.performance_notes),
         "chart": speed_chart(rec.measurements),
-        "quality": [q.model_dump() for q in rec.recipe.meta.quality],
+        "quality": rec.quality,
+        "max_quality_spread": MAX_QUALITY_SPREAD,
         "needles": [n.model_dump() for n in rec.recipe.meta.needles],
     }
 

@@ -19,6 +19,7 @@ from lair.errors import RegistryError
 from lair.recipe import Recipe
 from lair.registry.db.schema import (
     Measurement,
+    QualityMeasurement,
     RecipeTag,
     RegistryVersion,
     Revision,
@@ -45,6 +46,7 @@ RECIPES = cast(sa.Table, RecipeRow.__table__)
 TAGS = cast(sa.Table, RecipeTag.__table__)
 REVISIONS = cast(sa.Table, Revision.__table__)
 MEASUREMENTS = cast(sa.Table, Measurement.__table__)
+QUALITY = cast(sa.Table, QualityMeasurement.__table__)
 VERSION = cast(sa.Table, RegistryVersion.__table__)
 
 
@@ -105,6 +107,23 @@ def _add_measurements(conn: Connection, recipe: Recipe, recipe_id: int, revision
     ]
     if rows:
         conn.execute(sa.insert(MEASUREMENTS), rows)
+    quality = [
+        {
+            "recipe_id": recipe_id,
+            "revision_id": revision_id,
+            "suite": q.suite[:200],
+            "score": q.score,
+            "unit": q.unit[:20],
+            "note": q.note,
+            "metric": "",
+            "provenance": "reported",
+            "submitted_by": user,
+            "created_at": now(),
+        }
+        for q in recipe.meta.quality
+    ]
+    if quality:
+        conn.execute(sa.insert(QUALITY), quality)
 
 
 def _insert_revision(

@@ -13,6 +13,7 @@ from lair.errors import RegistryError
 from lair.recipe import Recipe
 from lair.registry.service.canonical import revision_model
 from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, VERSION
+from lair.registry.service.quality import quality_rows
 
 __all__ = ["RecipeRecord", "RevisionInfo", "get_recipe", "get_revision", "version"]
 
@@ -45,6 +46,7 @@ class RecipeRecord:
     upstream_latest: int | None = None
     history: list[RevisionInfo] = field(default_factory=list)
     measurements: list[dict[str, Any]] = field(default_factory=list)
+    quality: list[dict[str, Any]] = field(default_factory=list)
 
 
 def version(conn: Connection) -> int:
@@ -154,6 +156,7 @@ def get_recipe(conn: Connection, slug: str, revision: int | None = None) -> Reci
         recipe=revision_model(rev.sha256, rev.toml)[0],
         history=_history(conn, row.id),
         measurements=_measurements(conn, row.id, rev.number),
+        quality=quality_rows(conn, row.id, rev.number),
     )
 
 

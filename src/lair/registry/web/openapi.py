@@ -63,6 +63,37 @@ def _measurement() -> dict[str, Any]:
     )
 
 
+def _quality() -> dict[str, Any]:
+    tiers = {"enum": ["reported", "reported-by-report", "verified", "replicated"]}
+    return _obj(
+        {
+            "id": {"type": "integer"},
+            "revision": {"type": "integer"},
+            "suite": {"type": "string"},
+            "metric": {"type": "string"},
+            "score": {"type": "number"},
+            "unit": {"type": "string"},
+            "n": INT,
+            "stderr": NUM,
+            "repeats": INT,
+            "repeat_spread": {"anyOf": [{"type": "null"}, _obj({"min": NUM, "max": NUM})]},
+            "flips": INT,
+            "provenance": tiers,
+            "note": {"type": "string"},
+            "submitted_by": STR,
+            "created_at": {"type": "string"},
+            "retracted": {"type": "boolean"},
+            "retracted_reason": STR,
+            "report_id": STR,
+            "rig": STR,
+            "tier": tiers,
+            "rigs": INT,
+            "spread": NUM,
+            "links": {"type": "object", "additionalProperties": {"type": "string"}},
+        }
+    )
+
+
 def _report() -> dict[str, Any]:
     return _obj(
         {
@@ -108,6 +139,7 @@ def _recipe_doc() -> dict[str, Any]:
             "updated_at": {"type": "string"},
             "recipe": _ref("Recipe"),
             "measurements": {"type": "array", "items": _ref("Measurement")},
+            "quality": {"type": "array", "items": _ref("QualityRow")},
             "driver_floor": floor,
             "revisions": {"type": "array", "items": rev},
             "links": {"type": "object"},
@@ -367,19 +399,24 @@ def _write_paths() -> dict[str, Any]:
                 ),
             }
         },
-        "/api/v1/measurements/{id}/retract": {
-            "post": {
-                "operationId": "retractMeasurement",
-                "description": sec,
-                "parameters": mid,
-                "requestBody": _body(
-                    {"reason": {"type": "string", "minLength": 1, "pattern": "\\S"}}, ["reason"]
-                ),
-                "responses": _write_responses(
-                    _obj({"ok": {"const": True}, "retracted": {"type": "integer"}}), "200"
-                ),
-            }
-        },
+        "/api/v1/measurements/{id}/retract": _retract_op("retractMeasurement", sec, mid),
+        "/api/v1/quality/{id}/retract": _retract_op("retractQualityRow", sec, mid),
+    }
+
+
+def _retract_op(op_id: str, sec: str, mid: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "post": {
+            "operationId": op_id,
+            "description": sec,
+            "parameters": mid,
+            "requestBody": _body(
+                {"reason": {"type": "string", "minLength": 1, "pattern": "\\S"}}, ["reason"]
+            ),
+            "responses": _write_responses(
+                _obj({"ok": {"const": True}, "retracted": {"type": "integer"}}), "200"
+            ),
+        }
     }
 
 
@@ -395,6 +432,7 @@ def _schemas() -> dict[str, Any]:
         "Recipe": recipe,
         "Error": _error_schema(),
         "Measurement": _measurement(),
+        "QualityRow": _quality(),
         "Report": _report(),
         "RecipeDocument": _recipe_doc(),
         "RecipeList": _list_doc(),

@@ -175,7 +175,8 @@ async def retract_post(request: Request) -> Response:
     if not raw.isdigit() or not 0 < int(raw) < 2**62:
         raise RegistryError(404, "not_found", f"no measurement {raw[:30]!r}")
     with request.app.state.engine.begin() as conn:
-        community.retract(conn, _actor_checked(request, conn, f), int(raw), f.get("reason", ""))
+        who, quality = _actor_checked(request, conn, f), request.url.path.startswith("/quality/")
+        community.retract(conn, who, int(raw), f.get("reason", ""), quality=quality)
     back = f.get("back", "/")
     return _back(back if back.startswith("/recipes/") else "/")
 

@@ -102,7 +102,8 @@ async def retract(request: Request) -> Response:
     raw, reason = request.path_params["id"], _str(data, "reason")
     if not raw.isdigit() or not 0 < int(raw) < 2**62:
         raise RegistryError(404, "not_found", f"no measurement {raw[:30]!r}")
-    _run(request, lambda c, a: community.retract(c, a, int(raw), reason))
+    quality = request.url.path.startswith("/api/v1/quality/")
+    _run(request, lambda c, a: community.retract(c, a, int(raw), reason, quality=quality))
     return json_response({"ok": True, "retracted": int(raw)}, cacheable=False)
 
 
