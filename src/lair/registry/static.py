@@ -18,7 +18,7 @@ __all__ = ["export_static", "static_urls"]
 
 
 def static_urls(db: str | None) -> list[str]:
-    from lair.registry.service.publish import RECIPES, REVISIONS
+    from lair.registry.service.publish import RECIPES, REVISIONS, visible
 
     engine = make_engine(db)
     urls = [
@@ -34,7 +34,7 @@ def static_urls(db: str | None) -> list[str]:
         stmt = sa.select(RECIPES.c.slug, REVISIONS.c.number).join(
             REVISIONS, REVISIONS.c.recipe_id == RECIPES.c.id
         )
-        rows = list(conn.execute(stmt.where(RECIPES.c.hidden == sa.false())))
+        rows = list(conn.execute(stmt.where(visible())))
     engine.dispose()
     for slug in sorted({s for s, _ in rows}):
         urls += [

@@ -62,6 +62,8 @@ MATRIX = {  # endpoint: expected status for anonymous, another user, the owner, 
     "unvote": (401, 200, 200, 200),
     "retract": (401, 403, 200, 200),
     "hide": (401, 403, 403, 200),
+    "hide-user": (401, 403, 403, 200),  # the user hidden is "owner": the owner column hides itself
+    "unhide-user": (401, 403, 403, 200),
 }
 
 
@@ -80,6 +82,9 @@ def _call(world: World, endpoint: str, who: str) -> int:
     if endpoint == "retract":
         body = {"reason": "broken driver"}
         return c.post(f"/api/v1/measurements/{world.measurement}/retract", json=body, headers=h).status_code
+    if endpoint in ("hide-user", "unhide-user"):
+        method = c.put if endpoint == "hide-user" else c.delete
+        return method("/api/v1/users/owner/hidden", headers=h).status_code
     return c.put(f"/api/v1/recipes/{SLUG}/hidden", headers=h).status_code
 
 

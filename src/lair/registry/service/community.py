@@ -32,6 +32,7 @@ from lair.registry.service.publish import (
     bump_version,
     now,
     publish,
+    visible,
 )
 
 __all__ = [
@@ -73,9 +74,7 @@ def _need(actor: Actor | None, scope: str = "publish") -> Actor:
 
 
 def _recipe_row(conn: Connection, slug: str) -> sa.Row[tuple[object, ...]]:
-    row = conn.execute(
-        sa.select(RECIPES).where(RECIPES.c.slug == slug, RECIPES.c.hidden == sa.false())
-    ).first()
+    row = conn.execute(sa.select(RECIPES).where(RECIPES.c.slug == slug, visible())).first()
     if row is None:
         raise RegistryError(404, "not_found", f"no recipe {slug!r}")
     return row
@@ -220,9 +219,13 @@ def hide_recipe(conn: Connection, actor: Actor | None, slug: str, hidden: bool =
 
 
 def hide_user(conn: Connection, actor: Actor | None, name: str, hidden: bool = True) -> None:
+    """Hide (or show again) a user: they can no longer sign in or use their tokens, and their recipes
+    leave search, pages and the API (see :func:`~.publish.visible`). Nothing is deleted."""
     who = _need(actor)
     if not who.is_admin:
         raise RegistryError(403, "forbidden", "only an admin can hide a user")
+    if who.name == name:
+        raise RegistryError(403, "forbidden", "an admin cannot hide their own account")
     res = conn.execute(sa.update(USERS).where(USERS.c.name == name).values(hidden=hidden))
     if res.rowcount == 0:
         raise RegistryError(404, "not_found", f"no user {name!r}")

@@ -39,6 +39,7 @@ __all__ = [
     "publish",
     "publish_many",
     "seed_examples",
+    "visible",
 ]
 
 USERS = cast(sa.Table, User.__table__)
@@ -48,6 +49,13 @@ REVISIONS = cast(sa.Table, Revision.__table__)
 MEASUREMENTS = cast(sa.Table, Measurement.__table__)
 QUALITY = cast(sa.Table, QualityMeasurement.__table__)
 VERSION = cast(sa.Table, RegistryVersion.__table__)
+
+
+def visible() -> sa.ColumnElement[bool]:
+    """The recipes shown anywhere (search, pages, JSON, exports, writes): not hidden by an admin and
+    not owned by a hidden user. Hiding either is undone by unhiding it; neither deletes anything."""
+    hidden_owners = sa.select(USERS.c.id).where(USERS.c.hidden == sa.true())
+    return sa.and_(RECIPES.c.hidden == sa.false(), RECIPES.c.owner_id.not_in(hidden_owners))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from sqlalchemy import Connection
 from lair.errors import RegistryError
 from lair.recipe import Recipe
 from lair.registry.service.canonical import revision_model
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, VERSION
+from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, VERSION, visible
 from lair.registry.service.quality import quality_rows
 
 __all__ = ["RecipeRecord", "RevisionInfo", "get_recipe", "get_revision", "version"]
@@ -65,7 +65,7 @@ def _recipe_row(conn: Connection, slug: str) -> Any:
         )
         .join(USERS, USERS.c.id == RECIPES.c.owner_id)
         .outerjoin(up, up.c.id == RECIPES.c.upstream_id)
-        .where(RECIPES.c.slug == slug, RECIPES.c.hidden == sa.false())
+        .where(RECIPES.c.slug == slug, visible())
     )
     row = conn.execute(stmt).first()
     if row is None:

@@ -21,7 +21,7 @@ from lair.errors import RegistryError
 from lair.registry.db.schema import Report
 from lair.registry.service.archive import unpack
 from lair.registry.service.blobs import BlobStore
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, bump_version, now
+from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, bump_version, now, visible
 from lair.registry.service.verify import Found, Verified, verify_report
 
 __all__ = ["REPORTS", "find_revision", "get_report", "read_report_file", "report_files", "submit_report"]
@@ -41,7 +41,7 @@ def find_revision(conn: Connection, sha256: str) -> tuple[int, int, Found] | Non
             REVISIONS.c.id, REVISIONS.c.number, REVISIONS.c.toml, RECIPES.c.id.label("rid"), RECIPES.c.slug
         )
         .join(RECIPES, RECIPES.c.id == REVISIONS.c.recipe_id)
-        .where(REVISIONS.c.sha256 == sha256, RECIPES.c.hidden == sa.false())
+        .where(REVISIONS.c.sha256 == sha256, visible())
         .order_by(RECIPES.c.id, REVISIONS.c.number)
         .limit(1)
     )

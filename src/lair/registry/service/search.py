@@ -21,7 +21,7 @@ from sqlalchemy import Connection
 
 from lair.errors import RegistryError
 from lair.registry.service.facets import norm_key
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, TAGS
+from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, TAGS, visible
 from lair.registry.service.timefmt import iso, utc
 
 __all__ = ["SORTS", "SearchParams", "SearchResult", "parse_params", "search"]
@@ -125,7 +125,7 @@ def _fts(conn: Connection, q: str) -> Any:
 
 
 def _filters(conn: Connection, p: SearchParams) -> list[Any]:
-    r, out = RECIPES.c, [RECIPES.c.hidden == sa.false()]
+    r, out = RECIPES.c, [visible()]
     fts = _fts(conn, p.q) if p.q else None
     if fts is not None:
         out.append(fts)

@@ -18,8 +18,9 @@ from lair.registry.web.render import html
 from lair.registry.web.writes import SIGNIN_LIMITS, SIGNUP_LIMIT, _address, _session_cookie, write_limit
 
 __all__ = [
-    "compare", "edit_form", "edit_post", "fork_post", "publish_form", "publish_post", "retract_post",
-    "sign_in_form", "sign_in_post", "sign_out_post", "sign_up_form", "sign_up_post", "vote_post",
+    "compare", "edit_form", "edit_post", "fork_post", "hide_recipe_post", "hide_user_post", "publish_form",
+    "publish_post", "retract_post", "sign_in_form", "sign_in_post", "sign_out_post", "sign_up_form",
+    "sign_up_post", "vote_post",
 ]  # fmt: skip
 
 
@@ -179,6 +180,22 @@ async def retract_post(request: Request) -> Response:
         community.retract(conn, who, int(raw), f.get("reason", ""), quality=quality)
     back = f.get("back", "/")
     return _back(back if back.startswith("/recipes/") else "/")
+
+
+async def hide_recipe_post(request: Request) -> Response:
+    """An admin's "hide this recipe": it leaves search and pages (the API's DELETE shows it again)."""
+    slug, f = request.path_params["slug"], await _form(request)
+    with request.app.state.engine.begin() as conn:
+        community.hide_recipe(conn, _actor_checked(request, conn, f), slug, True)
+    return _back("/")
+
+
+async def hide_user_post(request: Request) -> Response:
+    """An admin's "hide this user": their sign-in and tokens stop working, their recipes disappear."""
+    name, f = request.path_params["name"], await _form(request)
+    with request.app.state.engine.begin() as conn:
+        community.hide_user(conn, _actor_checked(request, conn, f), name, True)
+    return _back("/")
 
 
 def side_by_side(a: str, b: str) -> list[tuple[str, str, str]]:

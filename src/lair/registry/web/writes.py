@@ -113,6 +113,12 @@ async def hide(request: Request) -> Response:
     return json_response({"ok": True, "slug": slug, "hidden": hidden}, cacheable=False)
 
 
+async def hide_user(request: Request) -> Response:
+    name, hidden = request.path_params["name"], request.method == "PUT"
+    _run(request, lambda c, a: community.hide_user(c, a, name, hidden))
+    return json_response({"ok": True, "name": name, "hidden": hidden}, cacheable=False)
+
+
 async def diff(request: Request) -> Response:
     from lair.registry.service.search import parse_int
 
@@ -126,7 +132,7 @@ async def diff(request: Request) -> Response:
     return json_response({"ok": True, "from": a, "to": b, "diff": text})
 
 
-__all__ += ["hide"]
+__all__ += ["hide", "hide_user"]
 
 
 def _address(request: Request) -> str:
