@@ -17,6 +17,11 @@ Session-scoped (built once, torn down at the end):
   address), cluster ``test-slurm-netns``.
 - ``tiny_model``: path of a tiny random GGUF (its Hugging Face folder is beside it, ``hf/``).
 - ``vllm_venv`` / ``sglang_venv``: the cached engine venvs (:mod:`lair.testing.engines`).
+
+Module-scoped:
+
+- ``browser``: headless Chromium (the system ``chromium``, ``LAIR_CHROMIUM`` to point elsewhere)
+  driven by Playwright; nothing downloads a browser.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from lair.testing.nodes import NetnsNodes
 from lair.testing.slurm import SlurmCluster
 
 __all__ = [
+    "CHROMIUM",
+    "browser",
     "engine_image",
     "engine_image_in_podman",
     "engine_image_on_nodes",
@@ -44,6 +51,19 @@ __all__ = [
     "tiny_model",
     "vllm_venv",
 ]
+
+CHROMIUM = os.environ.get("LAIR_CHROMIUM", "/usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Headless Chromium for one test module (``--no-sandbox``: the tests may run as root)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
+        yield b
+        b.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
-"""A real ``lair serve`` (granian, SQLite) seeded with the bundled examples and the test recipe, and
-headless Chromium from Debian driven by Playwright (no browser download)."""
+"""A real ``lair serve`` (granian, SQLite) seeded with the bundled examples and the test recipe, and a
+page of the shared headless Chromium (``browser``, from :mod:`lair.testing.fixtures`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from lair.testing.registry import serve_process
 
 ROOT = Path(__file__).resolve().parents[3]
 LLAMA = ROOT / "tests" / "data" / "registry" / "llama31-8b.toml"
-CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="session")
@@ -37,16 +36,6 @@ def site(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Iterator[
     engine.dispose()
     with serve_process(db, log=artifacts / "serve.log") as base:
         yield base
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -19,8 +19,6 @@ from lair.testing.registry import serve_process
 
 pytestmark = [pytest.mark.integration]
 
-CHROMIUM = "/usr/bin/chromium"
-
 
 @pytest.fixture
 def registry(tmp_path: Path) -> Iterator[str]:
@@ -35,16 +33,6 @@ def _token(tmp_path: Path, name: str = "rig-owner") -> str:
     )
     assert res.returncode == 0, res.stderr
     return str(json.loads(res.stdout)["token"])
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
-        yield b
-        b.close()
 
 
 def _artifacts(tmp_path: Path) -> Path:
