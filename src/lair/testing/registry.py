@@ -1,5 +1,6 @@
-"""Registry test helpers users may want too: a throw-away PostgreSQL database and a ``lair serve``
-process on an ephemeral port (started with its descriptors closed, stopped and reaped on exit)."""
+"""Registry test helpers users may want too: a throw-away PostgreSQL database, a ``lair serve``
+process on an ephemeral port (started with its descriptors closed, stopped and reaped on exit), and a
+snapshot of every table to prove that a refused request changed nothing."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["PG_ADMIN_URL", "free_port", "pg_database", "serve_process", "wait_http"]
+__all__ = [
+    "PG_ADMIN_URL",
+    "db_snapshot",
+    "free_port",
+    "pg_database",
+    "serve_process",
+    "unsafe_routes",
+    "wait_http",
+]
 
 PG_ADMIN_URL = os.environ.get("LAIR_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -100,3 +109,39 @@ def serve_process(
                 proc.wait()
         if log:
             out.close()  # type: ignore[union-attr]
+
+
+def db_snapshot(db_url: str) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every table of the registry's schema, in a stable order."""
+    import sqlalchemy as sa
+
+    from lair.registry.db.engine import make_engine
+    from lair.registry.db.schema import Base
+
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            return {
+                t.name: [tuple(r) for r in conn.execute(sa.select(t).order_by(*t.primary_key.columns))]
+                for t in Base.metadata.sorted_tables
+            }
+    finally:
+        engine.dispose()
+
+
+def unsafe_routes(app: object) -> set[tuple[str, str]]:
+    """(method, path) of every POST, PUT, PATCH and DELETE route in the route table of ``app`` (what
+    ``create_app`` returns: the Starlette app inside the response-cache front), mounts included."""
+    from starlette.routing import Mount, Route
+
+    from lair.registry.web.auth import UNSAFE_METHODS as unsafe
+
+    out: set[tuple[str, str]] = set()
+    pending = [("", r) for r in app.app.routes]  # type: ignore[attr-defined]
+    while pending:
+        prefix, r = pending.pop()
+        if isinstance(r, Route):
+            out |= {(m, prefix + r.path) for m in (r.methods or ()) if m in unsafe}
+        elif isinstance(r, Mount):
+            pending += [(prefix + r.path, sub) for sub in r.routes]
+    return out

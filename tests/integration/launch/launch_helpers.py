@@ -3,16 +3,13 @@ run states with a deadline, and check that a run left nothing behind on its node
 
 from __future__ import annotations
 
-import contextlib
-import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -209,25 +206,3 @@ __all__ = [
     "wait_for",
     "write_recipe",
 ]
-
-
-@contextlib.contextmanager
-def serve_folder(root: Path) -> Iterator[str]:
-    """Serve a folder over HTTP on an ephemeral loopback port; yields the base URL."""
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *a: object, **kw: object) -> None:
-            super().__init__(*a, directory=str(root), **kw)  # type: ignore[arg-type]
-
-        def log_message(self, *a: object) -> None:
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        t.join()

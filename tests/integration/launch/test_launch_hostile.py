@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from launch_helpers import LAIR, serve_folder
+from launch_helpers import LAIR
 
 from lair.cli import main
+from lair.testing.folder_server import serve_folder
 
 pytestmark = [pytest.mark.integration]
 

@@ -7,7 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from launch_helpers import lair, serve_folder
+from launch_helpers import lair
+
+from lair.testing.folder_server import serve_folder
 
 pytestmark = [pytest.mark.integration]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,15 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@dataclass(frozen=True)
+class Served:
+    db: str
+    base: str
+
+
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Iterator[str]:
+def served(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Iterator[Served]:
+    """The site of a test module and its database (to look behind the pages)."""
     db = f"sqlite:///{tmp_path_factory.mktemp('site') / 'registry.sqlite3'}"
     prepare(db)
     engine = make_engine(db)
@@ -35,7 +43,12 @@ def site(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Iterator[
         publish(conn, LLAMA.read_text(), owner="tester")
     engine.dispose()
     with serve_process(db, log=artifacts / "serve.log") as base:
-        yield base
+        yield Served(db, base)
+
+
+@pytest.fixture(scope="module")
+def site(served: Served) -> str:
+    return served.base
 
 
 @pytest.fixture

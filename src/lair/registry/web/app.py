@@ -19,25 +19,18 @@ from lair.registry.db.engine import connect_url, default_url, make_engine
 from lair.registry.service.blobs import blob_store
 from lair.registry.web import pages, report_routes, routes, writes
 from lair.registry.web.cache import ResponseCache, make_versions
-from lair.registry.web.middleware import CacheMiddleware, _SecureSend
-from lair.registry.web.render import envelope, html
+from lair.registry.web.middleware import CacheMiddleware, _SecureSend, refuse_cross_site
+from lair.registry.web.render import error_response
 
 __all__ = ["create_app", "factory"]
 
 STATIC = Path(__file__).parent / "static"
 
 
-def wants_json(path: str) -> bool:
-    return path.startswith("/api/") or path.endswith((".json", ".toml", ".yaml"))
-
-
 def _error(
     request: Request, status: int, code: str, message: str, extra: dict[str, Any] | None = None
 ) -> Response:
-    if wants_json(request.url.path):
-        return envelope(status, code, message, extra)
-    ctx = {"status": status, "code": code, "message": message, "extra": extra or {}}
-    return html("error.html", ctx, status=status, cacheable=False)
+    return error_response(request.url.path, status, code, message, extra)
 
 
 async def _registry_error(request: Request, exc: Exception) -> Response:
@@ -162,6 +155,8 @@ class _NoCache:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
+            if await refuse_cross_site(scope, receive, send):
+                return
             scope.setdefault("state", {})["data_version"] = await self.versions.current()
             send = _SecureSend(send)
         await self.app(scope, receive, send)

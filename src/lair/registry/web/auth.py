@@ -1,8 +1,17 @@
 """Who a request acts as, CSRF, rate limits and the security headers every response carries.
 
 - ``Authorization: Bearer <token>`` (the CLI, agents) or the ``lair_session`` cookie (HttpOnly,
-  SameSite=Lax, Secure behind https); a cookie-authenticated write must carry the session's CSRF token
-  (form field ``csrf`` or header ``X-CSRF-Token``), and a cross-site ``Origin`` is refused.
+  SameSite=Lax, Secure behind https).
+- CSRF, two layers. (1) :func:`cross_site`, applied by the ASGI front to every POST/PUT/PATCH/DELETE
+  before any route runs (so no route can forget it): an ``Origin`` (or, without one, a ``Referer``)
+  naming another origin, or ``Origin: null``, is refused with 403. Browsers send ``Origin`` on every
+  cross-origin POST, so this also stops login CSRF on the sign-in and sign-up forms, which have no
+  session yet. (2) :func:`check_csrf`: a cookie-authenticated write must carry the session's CSRF
+  token (form field ``csrf`` or header ``X-CSRF-Token``).
+- Requests with ``Authorization: Bearer`` are exempt from both: a browser attaches that header only
+  when a script sets it, and a cross-origin script may do so only after a CORS preflight, which this
+  server never grants (it sends no ``Access-Control-Allow-*`` headers). A forged cross-site request
+  therefore never carries a token, and a token holder is not a browser riding on ambient cookies.
 - Rate limits use the ``limits`` library: in memory, or Redis when ``LAIR_REGISTRY_REDIS`` is set.
 """
 
@@ -12,6 +21,7 @@ import hmac
 import os
 from functools import cache
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import Connection
 from starlette.requests import Request
@@ -19,9 +29,10 @@ from starlette.requests import Request
 from lair.errors import RegistryError
 from lair.registry.service.accounts import Actor, session_actor, token_actor
 
-__all__ = ["COOKIE", "SECURITY_HEADERS", "actor_of", "check_csrf", "limit"]
+__all__ = ["COOKIE", "SECURITY_HEADERS", "UNSAFE_METHODS", "actor_of", "check_csrf", "cross_site", "limit"]
 
 COOKIE = "lair_session"
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SECURITY_HEADERS = [
     (b"content-security-policy",
      b"default-src 'self'; script-src 'none'; object-src 'none'; style-src 'self'; img-src 'self' data:; "
@@ -45,13 +56,33 @@ def actor_of(request: Request, conn: Connection) -> Actor | None:
     return session_actor(conn, request.cookies.get(COOKIE))
 
 
+def _bearer(headers: dict[bytes, bytes]) -> bool:
+    return headers.get(b"authorization", b"")[:7].lower() == b"bearer "
+
+
+def cross_site(scope: dict[str, Any]) -> bool:
+    """Whether a state-changing request (ASGI ``scope``) comes from a page of another origin."""
+    if scope["method"] not in UNSAFE_METHODS:
+        return False
+    headers: dict[bytes, bytes] = {bytes(k): bytes(v) for k, v in scope["headers"]}
+    if _bearer(headers):
+        return False  # not a browser's ambient credentials: see the module docstring
+    own = f"{scope.get('scheme', 'http')}://{headers.get(b'host', b'').decode('latin-1')}"
+    origin = headers.get(b"origin")
+    if origin is not None:
+        return origin.decode("latin-1").rstrip("/") != own  # "null" (sandboxed, opaque) is refused too
+    referer = headers.get(b"referer")
+    if referer is not None:
+        parts = urlsplit(referer.decode("latin-1"))
+        return f"{parts.scheme}://{parts.netloc}" != own
+    return False
+
+
 def check_csrf(request: Request, actor: Actor | None, form_token: str | None = None) -> None:
-    """Cookie sessions must prove the request came from our own page; bearer tokens need not."""
+    """A cookie session must show its CSRF token (the origin was checked by :func:`cross_site`
+    before the route ran); bearer tokens need not (see the module docstring)."""
     if actor is None or request.headers.get("authorization"):
         return
-    origin = request.headers.get("origin")
-    if origin and origin.rstrip("/") != f"{request.url.scheme}://{request.url.netloc}":
-        raise RegistryError(403, "csrf", "cross-site request refused")
     given = form_token or request.headers.get("x-csrf-token") or ""
     if not actor.csrf or not hmac.compare_digest(given, actor.csrf):
         raise RegistryError(

@@ -7,13 +7,15 @@ read before the route ran.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from lair.registry.web.auth import SECURITY_HEADERS
+from lair.registry.web.auth import SECURITY_HEADERS, cross_site
 from lair.registry.web.cache import Entry, ResponseCache, Versions, etag_of
+from lair.registry.web.render import error_response
 
-__all__ = ["CACHE_HEADER", "CacheMiddleware"]
+__all__ = ["CACHE_HEADER", "CacheMiddleware", "refuse_cross_site"]
 
 CACHE_HEADER = b"x-lair-cache"
 Scope = dict[str, Any]
@@ -60,6 +62,8 @@ class CacheMiddleware:
             await self.app(scope, receive, send)
             return
         if scope["method"] not in ("GET", "HEAD") or _personal(scope):
+            if await refuse_cross_site(scope, receive, send):
+                return
             scope.setdefault("state", {})["data_version"] = await self.versions.current()
             await self.app(scope, receive, _SecureSend(send))
             return
@@ -123,11 +127,21 @@ class _Capture:
         await self.mw._send(self.scope, self.send, entry)
 
 
+async def refuse_cross_site(scope: Scope, receive: Any, send: Any) -> bool:
+    """Answer a cross-site state-changing request with 403 (before any route runs); True if it was."""
+    if not cross_site(scope):
+        return False
+    hint = {"hint": "submit the form from this site's own page"}
+    resp = error_response(scope["path"], 403, "csrf", "cross-site request refused", hint)
+    await resp(scope, receive, _SecureSend(send))
+    return True
+
+
 class _SecureSend:
     def __init__(self, send: Any) -> None:
         self.send = send
 
-    async def __call__(self, message: dict[str, Any]) -> None:
+    async def __call__(self, message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
-            message = message | {"headers": _secured(list(message.get("headers", [])))}
+            message = {**message, "headers": _secured(list(message.get("headers", [])))}
         await self.send(message)

@@ -28,12 +28,6 @@ def _back(url: str) -> Response:
     return RedirectResponse(url, status_code=303)
 
 
-def _same_origin(request: Request) -> None:
-    origin = request.headers.get("origin")
-    if origin and origin.rstrip("/") != f"{request.url.scheme}://{request.url.netloc}":
-        raise RegistryError(403, "csrf", "cross-site request refused")
-
-
 async def _form(request: Request) -> dict[str, str]:
     form = await request.form()
     return {k: v for k, v in form.items() if isinstance(v, str)}
@@ -65,7 +59,6 @@ async def _signed_in(request: Request, name: str, password: str, *, new: bool) -
 
 
 async def sign_up_post(request: Request) -> Response:
-    _same_origin(request)
     f = await _form(request)
     try:
         limit(SIGNUP_LIMIT, "signup", _address(request))
@@ -75,7 +68,6 @@ async def sign_up_post(request: Request) -> Response:
 
 
 async def sign_in_post(request: Request) -> Response:
-    _same_origin(request)
     f = await _form(request)
     name = f.get("name", "")
     try:

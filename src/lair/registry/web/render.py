@@ -14,7 +14,7 @@ from starlette.responses import Response
 from lair.registry.service.page import fmt_tokens
 from lair.registry.service.timefmt import http_date
 
-__all__ = ["envelope", "html", "json_response", "page_env", "text"]
+__all__ = ["envelope", "error_response", "html", "json_response", "page_env", "text", "wants_json"]
 
 TEMPLATES = Path(__file__).parent / "templates"
 CACHE = {"x-lair-cache": "1"}
@@ -79,3 +79,17 @@ def envelope(status: int, code: str, message: str, extra: dict[str, Any] | None 
     return Response(
         orjson.dumps({"ok": False, "error": err}), status, {"cache-control": "no-store"}, media_type=JSON_TYPE
     )
+
+
+def wants_json(path: str) -> bool:
+    return path.startswith("/api/") or path.endswith((".json", ".toml", ".yaml"))
+
+
+def error_response(
+    path: str, status: int, code: str, message: str, extra: dict[str, Any] | None = None
+) -> Response:
+    """The error envelope on the API and JSON/raw twins, the HTML error page everywhere else."""
+    if wants_json(path):
+        return envelope(status, code, message, extra)
+    ctx = {"status": status, "code": code, "message": message, "extra": extra or {}}
+    return html("error.html", ctx, status=status, cacheable=False)
