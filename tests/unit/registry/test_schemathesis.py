@@ -24,23 +24,45 @@ from lair.registry.db.engine import connect_url, make_engine, migrate
 from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.publish import publish, seed_examples
 from lair.registry.web.app import create_app
+from lair.registry.web.auth import COOKIE, UNSAFE_METHODS
+from lair.testing.registry import unsafe_routes
 
 
-@pytest.fixture(scope="module")
-def api_schema(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.MonkeyPatch
-) -> Iterator[object]:
-    url = connect_url(str(tmp_path_factory.mktemp("schemathesis") / "registry.sqlite3"))
+def _schema(tmp: Path) -> Any:
+    url = connect_url(str(tmp / "registry.sqlite3"))
     engine = make_engine(url)
     migrate(engine)
     with engine.begin() as conn:
         seed_examples(conn)
         uid = create_user(conn, "tester", admin=True)
-        TOKEN.append(create_token(conn, uid))
+        TOKEN[:] = [create_token(conn, uid)]  # the same name and token in both databases' fixtures
         publish(conn, LLAMA.read_text(), owner="tester")
     engine.dispose()
+    return schemathesis.openapi.from_asgi("/api/v1/openapi.json", create_app(url))
+
+
+@pytest.fixture(scope="module")
+def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return _schema(tmp_path_factory.mktemp("schemathesis"))
+
+
+@pytest.fixture(scope="module")
+def write_schema(tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.MonkeyPatch) -> Any:
+    """A database of its own: the generated writes (hides included) leave the read tests' data alone."""
     monkeypatch_module.setenv("LAIR_REGISTRY_WRITE_LIMIT", "100000/minute")
-    yield schemathesis.openapi.from_asgi("/api/v1/openapi.json", create_app(url))
+    schema = _schema(tmp_path_factory.mktemp("schemathesis-writes"))
+
+    @schema.auth()
+    class AdminToken:
+        """The admin's bearer token as schemathesis' own auth: its auth checks know to take it away."""
+
+        def get(self, case: schemathesis.Case, ctx: Any) -> str:
+            return TOKEN[0]
+
+        def set(self, case: schemathesis.Case, data: str, ctx: Any) -> None:
+            case.headers = {**(case.headers or {}), "Authorization": f"Bearer {data}"}
+
+    return schema
 
 
 OPERATIONS = [
@@ -53,7 +75,18 @@ OPERATIONS = [
     "diffRevisions",
     "getReport",
 ]
-WRITES = ["publishRecipe", "createRevision", "forkRecipe", "vote", "unvote", "retractMeasurement"]
+WRITES = [
+    "publishRecipe",
+    "createRevision",
+    "forkRecipe",
+    "vote",
+    "unvote",
+    "retractMeasurement",
+    "hideRecipe",
+    "showRecipe",
+    "hideUser",
+    "showUser",
+]
 
 
 TOKEN: list[str] = []
@@ -73,19 +106,17 @@ def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
 
 
 @pytest.mark.parametrize("operation_id", WRITES)
-def test_authenticated_writes_conform(api_schema: Any, operation_id: str) -> None:
+def test_authenticated_writes_conform(write_schema: Any, operation_id: str) -> None:
     """Writes with a valid admin token: no 5xx, every answer documented and in its schema (a generated
-    body is rarely a valid recipe, so 4xx answers are expected and checked against the error schema)."""
-    operation = api_schema.find_operation_by_id(operation_id)
+    body is rarely a valid recipe, so 4xx answers are expected and checked against the error schema);
+    ``ignored_auth`` resends a 2xx case without the token and with a wrong one and wants them refused."""
+    operation = write_schema.find_operation_by_id(operation_id)
     seen: list[int] = []
-    headers = {"authorization": f"Bearer {TOKEN[0]}"}
 
     @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(case=operation.as_strategy())
     def run(case: schemathesis.Case) -> None:
-        seen.append(
-            case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance]).status_code
-        )
+        seen.append(case.call_and_validate(excluded_checks=[positive_data_acceptance]).status_code)
 
     run()
     assert seen and all(s < 500 for s in seen)
@@ -119,3 +150,29 @@ def test_the_document_names_every_read_route(api_schema: object, tmp_path: Path)
         "/api/v1/recipes/{slug}.json",
         "/api/v1/recipes/{slug}/revisions/{n}.json",
     } <= paths
+
+
+def test_every_write_operation_declares_security(api_schema: Any, tmp_path: Path) -> None:
+    """Each documented write names its security (a bearer token, or the session cookie with the CSRF
+    header, as the app reads them), documents 401 and 403, exists in the app's route table, and is
+    run by schemathesis above."""
+    doc = api_schema.raw_schema
+    schemes = doc["components"]["securitySchemes"]
+    assert schemes["bearer"] == schemes["bearer"] | {"type": "http", "scheme": "bearer"}
+    assert (schemes["session"]["in"], schemes["session"]["name"]) == ("cookie", COOKIE)
+    assert (schemes["csrf"]["in"], schemes["csrf"]["name"].lower()) == ("header", "x-csrf-token")
+    writes = {
+        (method.upper(), path): op
+        for path, item in doc["paths"].items()
+        for method, op in item.items()
+        if method.upper() in UNSAFE_METHODS
+    }
+    for (method, path), op in writes.items():
+        assert op.get("security"), f"{method} {path} declares no security"
+        assert {"bearer": []} in op["security"] and {"session": [], "csrf": []} in op["security"]
+        assert all(req and set(req) <= set(schemes) for req in op["security"]), f"{method} {path}"
+        assert {"401", "403"} <= set(op["responses"]), f"{method} {path}"
+    assert sorted(op["operationId"] for op in writes.values()) == sorted(WRITES)
+    assert set(writes) <= unsafe_routes(create_app(connect_url(str(tmp_path / "r.sqlite3"))))
+    reads = [op for item in doc["paths"].values() for m, op in item.items() if m == "get"]
+    assert all("security" not in op for op in reads)  # reads are public

@@ -1,4 +1,5 @@
-"""The OpenAPI 3.1 document of the read API (``/api/v1/openapi.json``).
+"""The OpenAPI 3.1 document of the API (``/api/v1/openapi.json``): reads, and writes with their
+``security`` (a bearer token, or a session cookie with its CSRF token).
 
 Response schemas are written for what the routes return; the recipe model's own JSON Schema (from
 lair's pydantic model) is embedded under ``components.schemas`` so ``recipe`` is checked field by field.
@@ -320,11 +321,60 @@ def _body(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"required": True, "content": {"application/json": {"schema": schema}}}
 
 
+# A write needs an API token, or a browser session (the cookie) with its CSRF token (the header).
+WRITE_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}, {"session": [], "csrf": []}]
+SECURITY_SCHEMES = {
+    "bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "an API token (lair registry user add NAME); scope read votes, publish does the rest",
+    },
+    "session": {
+        "type": "apiKey",
+        "in": "cookie",
+        "name": "lair_session",
+        "description": "a browser session (sign in); writes need the csrf header too",
+    },
+    "csrf": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "X-CSRF-Token",
+        "description": "the session's CSRF token (returned by sign-in and sign-up)",
+    },
+}
+
+
+def _write(op: dict[str, Any]) -> dict[str, Any]:
+    return op | {
+        "security": WRITE_SECURITY,
+        "description": "401 without credentials, 403 when not allowed (or a cross-site or CSRF-less "
+        "cookie request).",
+    }
+
+
+def _hide_paths() -> dict[str, Any]:
+    """An admin hides (PUT) or shows again (DELETE) a recipe or a user."""
+    user = [{"name": "name", "in": "path", "required": True,
+             "schema": {"type": "string", "pattern": "^[a-z0-9-]{1,40}$"}, "example": "tester"}]  # fmt: skip
+    out: dict[str, Any] = {}
+    for path, params, key, noun in (
+        ("/api/v1/recipes/{slug}/hidden", _path(), "slug", "Recipe"),
+        ("/api/v1/users/{name}/hidden", user, "name", "User"),
+    ):
+        done = _obj({"ok": {"const": True}, key: {"type": "string"}, "hidden": {"type": "boolean"}})
+        ops = {"put": "hide", "delete": "show"}
+        out[path] = {
+            m: _write(
+                {"operationId": v + noun, "parameters": params, "responses": _write_responses(done, "200")}
+            )
+            for m, v in ops.items()
+        }
+    return out
+
+
 def _write_paths() -> dict[str, Any]:
-    """The authenticated writes: each needs ``Authorization: Bearer <token>`` (401 without). The
-    requirement is in each operation's description, not a ``security`` block: schemathesis' auth probe
-    then takes the test's token for one it generated."""
-    sec = "Needs Authorization: Bearer <token> (lair registry user add); 401 without, 403 when not allowed."
+    """The authenticated writes (``security``: a bearer token, or a session cookie with its CSRF
+    token); the test supplies a token and schemathesis' auth checks probe without one."""
     toml = {"toml": {"type": "string"}, "notes": {"type": "string"}}
     pub = _obj({"ok": {"const": True}, "slug": {"type": "string"}, "revision": {"type": "integer"}})
     votes = _obj({"ok": {"const": True}, "votes": {"type": "integer", "minimum": 0}})
@@ -339,35 +389,39 @@ def _write_paths() -> dict[str, Any]:
     ]
     return {
         "/api/v1/recipes/{slug}/revisions": {
-            "post": {
-                "operationId": "createRevision",
-                "description": sec,
-                "parameters": _path(),
-                "requestBody": _body(toml, ["toml"]),
-                "responses": _write_responses(pub),
-            }
+            "post": _write(
+                {
+                    "operationId": "createRevision",
+                    "parameters": _path(),
+                    "requestBody": _body(toml, ["toml"]),
+                    "responses": _write_responses(pub),
+                }
+            )
         },
         "/api/v1/recipes/{slug}/fork": {
-            "post": {
-                "operationId": "forkRecipe",
-                "description": sec,
-                "parameters": _path(),
-                "responses": _write_responses(pub),
-            }
+            "post": _write(
+                {
+                    "operationId": "forkRecipe",
+                    "parameters": _path(),
+                    "responses": _write_responses(pub),
+                }
+            )
         },
         "/api/v1/recipes/{slug}/vote": {
-            "put": {
-                "operationId": "vote",
-                "description": sec,
-                "parameters": _path(),
-                "responses": _write_responses(votes, "200"),
-            },
-            "delete": {
-                "operationId": "unvote",
-                "description": sec,
-                "parameters": _path(),
-                "responses": _write_responses(votes, "200"),
-            },
+            "put": _write(
+                {
+                    "operationId": "vote",
+                    "parameters": _path(),
+                    "responses": _write_responses(votes, "200"),
+                }
+            ),
+            "delete": _write(
+                {
+                    "operationId": "unvote",
+                    "parameters": _path(),
+                    "responses": _write_responses(votes, "200"),
+                }
+            ),
         },
         "/api/v1/recipes/{slug}/diff": {
             "get": {
@@ -399,25 +453,21 @@ def _write_paths() -> dict[str, Any]:
                 ),
             }
         },
-        "/api/v1/measurements/{id}/retract": _retract_op("retractMeasurement", sec, mid),
-        "/api/v1/quality/{id}/retract": _retract_op("retractQualityRow", sec, mid),
+        "/api/v1/measurements/{id}/retract": _retract_op("retractMeasurement", mid),
+        "/api/v1/quality/{id}/retract": _retract_op("retractQualityRow", mid),
     }
 
 
-def _retract_op(op_id: str, sec: str, mid: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "post": {
-            "operationId": op_id,
-            "description": sec,
-            "parameters": mid,
-            "requestBody": _body(
-                {"reason": {"type": "string", "minLength": 1, "pattern": "\\S"}}, ["reason"]
-            ),
-            "responses": _write_responses(
-                _obj({"ok": {"const": True}, "retracted": {"type": "integer"}}), "200"
-            ),
-        }
+def _retract_op(op_id: str, mid: list[dict[str, Any]]) -> dict[str, Any]:
+    body = _body({"reason": {"type": "string", "minLength": 1, "pattern": "\\S"}}, ["reason"])
+    done = _obj({"ok": {"const": True}, "retracted": {"type": "integer"}})
+    op = {
+        "operationId": op_id,
+        "parameters": mid,
+        "requestBody": body,
+        "responses": _write_responses(done, "200"),
     }
+    return {"post": _write(op)}
 
 
 @cache
@@ -444,20 +494,16 @@ def openapi_document(base: str) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "lair recipe registry", "version": "1"},
         "servers": [{"url": base}],
-        "paths": _paths() | _write_paths() | {"/api/v1/recipes": _paths()["/api/v1/recipes"] | _publish_op()},
-        "components": {
-            "schemas": _schemas(),
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
+        "paths": _paths()
+        | _write_paths()
+        | _hide_paths()
+        | {"/api/v1/recipes": _paths()["/api/v1/recipes"] | _publish_op()},
+        "components": {"schemas": _schemas(), "securitySchemes": SECURITY_SCHEMES},
     }
 
 
 def _publish_op() -> dict[str, Any]:
     pub = _obj({"ok": {"const": True}, "slug": {"type": "string"}, "revision": {"type": "integer"}})
     body = _body({"toml": {"type": "string"}, "notes": {"type": "string"}}, ["toml"])
-    op = {
-        "operationId": "publishRecipe",
-        "description": "Needs Authorization: Bearer <token>.",
-        "requestBody": body,
-    }
-    return {"post": op | {"responses": _write_responses(pub)}}
+    op = {"operationId": "publishRecipe", "requestBody": body, "responses": _write_responses(pub)}
+    return {"post": _write(op)}
