@@ -207,3 +207,15 @@ def test_a_bearer_token_write_is_not_subject_to_csrf(world: World) -> None:
     client = TestClient(world.app)
     h = {"authorization": f"Bearer {token}", "origin": EVIL}
     assert client.put(f"/api/v1/recipes/{SLUG}/vote", headers=h).json() == {"ok": True, "votes": 1}
+
+
+def test_the_public_url_is_this_site_and_the_uncached_app_checks_too(world: World) -> None:
+    """Behind a TLS-terminating proxy the browser's Origin is the public URL, not the request's own
+    scheme and host; the app without its response cache runs the same check."""
+    app = create_app(world.db, public_url="https://registry.example/", cache_bytes=0)
+    client = TestClient(app, cookies={"lair_session": world.cookie})
+    vote, token = f"/api/v1/recipes/{SLUG}/vote", {"x-csrf-token": world.csrf}
+    public = client.put(vote, headers=token | {"origin": "https://registry.example"})
+    assert public.json() == {"ok": True, "votes": 1}
+    refused = client.put(vote, headers=token | {"referer": EVIL + "/x"})
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "csrf"

@@ -155,7 +155,7 @@ class _NoCache:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            if await refuse_cross_site(scope, receive, send):
+            if await refuse_cross_site(scope, receive, send, self.app):
                 return
             scope.setdefault("state", {})["data_version"] = await self.versions.current()
             send = _SecureSend(send)

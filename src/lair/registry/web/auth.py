@@ -60,22 +60,26 @@ def _bearer(headers: dict[bytes, bytes]) -> bool:
     return headers.get(b"authorization", b"")[:7].lower() == b"bearer "
 
 
-def cross_site(scope: dict[str, Any]) -> bool:
-    """Whether a state-changing request (ASGI ``scope``) comes from a page of another origin."""
+def _origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def cross_site(scope: dict[str, Any], public_url: str = "") -> bool:
+    """Whether a state-changing request (ASGI ``scope``) comes from a page of another origin than the
+    request's own (scheme and ``Host``) or the site's public URL (behind a TLS-terminating proxy)."""
     if scope["method"] not in UNSAFE_METHODS:
         return False
     headers: dict[bytes, bytes] = {bytes(k): bytes(v) for k, v in scope["headers"]}
     if _bearer(headers):
         return False  # not a browser's ambient credentials: see the module docstring
-    own = f"{scope.get('scheme', 'http')}://{headers.get(b'host', b'').decode('latin-1')}"
+    own = {f"{scope.get('scheme', 'http')}://{headers.get(b'host', b'').decode('latin-1')}"}
+    own |= {_origin_of(public_url)} if public_url else set()
     origin = headers.get(b"origin")
     if origin is not None:
-        return origin.decode("latin-1").rstrip("/") != own  # "null" (sandboxed, opaque) is refused too
+        return origin.decode("latin-1").rstrip("/") not in own  # "null" (sandboxed, opaque) too
     referer = headers.get(b"referer")
-    if referer is not None:
-        parts = urlsplit(referer.decode("latin-1"))
-        return f"{parts.scheme}://{parts.netloc}" != own
-    return False
+    return referer is not None and _origin_of(referer.decode("latin-1")) not in own
 
 
 def check_csrf(request: Request, actor: Actor | None, form_token: str | None = None) -> None:

@@ -62,7 +62,7 @@ class CacheMiddleware:
             await self.app(scope, receive, send)
             return
         if scope["method"] not in ("GET", "HEAD") or _personal(scope):
-            if await refuse_cross_site(scope, receive, send):
+            if await refuse_cross_site(scope, receive, send, self.app):
                 return
             scope.setdefault("state", {})["data_version"] = await self.versions.current()
             await self.app(scope, receive, _SecureSend(send))
@@ -127,9 +127,10 @@ class _Capture:
         await self.mw._send(self.scope, self.send, entry)
 
 
-async def refuse_cross_site(scope: Scope, receive: Any, send: Any) -> bool:
-    """Answer a cross-site state-changing request with 403 (before any route runs); True if it was."""
-    if not cross_site(scope):
+async def refuse_cross_site(scope: Scope, receive: Any, send: Any, app: Any) -> bool:
+    """Answer a cross-site state-changing request to ``app`` with 403 before any route runs; True if
+    it was one."""
+    if not cross_site(scope, app.state.public_url):
         return False
     hint = {"hint": "submit the form from this site's own page"}
     resp = error_response(scope["path"], 403, "csrf", "cross-site request refused", hint)
