@@ -40,6 +40,7 @@ FIELDS = {  # a plausible form for each page route: what the site's own form wou
     "/recipes/{slug}/fork": {},
     "/recipes/{slug}/vote": {"vote": "on"},
     "/measurements/{id}/retract": {"reason": "planted", "back": f"/recipes/{SLUG}"},
+    "/quality/{id}/retract": {"reason": "planted", "back": f"/recipes/{SLUG}"},
     "/recipes/{slug}/hide": {},
     "/users/{name}/hide": {},
 }

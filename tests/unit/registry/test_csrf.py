@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from registry_paths import LLAMA
+from registry_paths import LLAMA, SEED_000
 from starlette.testclient import TestClient
 
 from lair.registry.db.engine import connect_url, make_engine, migrate
@@ -49,6 +49,7 @@ class World:
     csrf: str
     victim: Actor
     measurement: int
+    quality_row: int
     token_id: int
     engine: sa.Engine = field(repr=False)
 
@@ -92,6 +93,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/recipes/{slug}/fork"): Case(f"/recipes/{SLUG}/fork", {}, 303),
     ("POST", "/recipes/{slug}/vote"): Case(f"/recipes/{SLUG}/vote", {"vote": "on"}, 303),
     ("POST", "/measurements/{id}/retract"): Case("/measurements/{mid}/retract", {"reason": "bad PSU"}, 303),
+    ("POST", "/quality/{id}/retract"): Case("/quality/{qid}/retract", {"reason": "bad PSU"}, 303),
     ("POST", "/recipes/{slug}/hide"): Case(f"/recipes/{SLUG}/hide", {}, 303),
     ("POST", "/users/{name}/hide"): Case("/users/other/hide", {}, 303),
     ("POST", "/api/v1/recipes"): Case("/api/v1/recipes", {"toml": NEW}, 201),
@@ -108,6 +110,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/api/v1/measurements/{id}/retract"): Case(
         "/api/v1/measurements/{mid}/retract", {"reason": "bad PSU"}
     ),
+    ("POST", "/api/v1/quality/{id}/retract"): Case("/api/v1/quality/{qid}/retract", {"reason": "bad PSU"}),
     ("POST", "/api/v1/users"): Case("/api/v1/users", SIGN_UP, 201, acts_as_session=False),
     ("POST", "/api/v1/session"): Case("/api/v1/session", SIGN_IN, acts_as_session=False),
     ("DELETE", "/api/v1/session"): Case("/api/v1/session"),
@@ -130,17 +133,19 @@ def world(tmp_path: Path) -> Iterator[World]:
         victim = Actor(uid, "victim", True)
         create_token(conn, uid, "cli")
         publish(conn, LLAMA.read_text(), owner="victim")
+        publish(conn, SEED_000.read_text(), owner="victim")  # it has quality rows
         mid = conn.execute(sa.text("SELECT min(id) FROM measurements")).scalar_one()
+        qid = conn.execute(sa.text("SELECT min(id) FROM quality_measurements")).scalar_one()
         tid = conn.execute(sa.text("SELECT id FROM api_tokens")).scalar_one()
         cookie, csrf = create_session(conn, victim)
-    w = World(db, create_app(db), cookie, csrf, Actor(uid, "victim", True, csrf=csrf), mid, tid, engine)
+    w = World(db, create_app(db), cookie, csrf, Actor(uid, "victim", True, csrf=csrf), mid, qid, tid, engine)
     yield w
     engine.dispose()
 
 
 def _send(w: World, method: str, template: str, headers: dict[str, str], token: str | None) -> Any:
     case = CASES[(method, template)]
-    path = case.path.format(mid=w.measurement, tid=w.token_id)
+    path = case.path.format(mid=w.measurement, qid=w.quality_row, tid=w.token_id)
     client = TestClient(w.app, cookies={"lair_session": w.cookie}, raise_server_exceptions=False)
     if path.startswith("/api/"):
         h = headers | ({"x-csrf-token": token} if token is not None else {})

@@ -82,6 +82,7 @@ WRITES = [
     "vote",
     "unvote",
     "retractMeasurement",
+    "retractQualityRow",
     "hideRecipe",
     "showRecipe",
     "hideUser",
