@@ -177,6 +177,7 @@ def _fork_retract_and_hide(p: Pair) -> None:
     assert status == 201
     forked = _doc(p, fork["slug"])
     assert forked["owner"] == "bob" and forked["upstream"] == SLUG and fork["slug"] in _listed(p)
+    assert f'Forked from <a href="/recipes/{SLUG}">{SLUG}</a>' in _page(p, fork["slug"])
 
     _warm(p, SLUG)
     mid = _doc(p, SLUG)["measurements"][0]["id"]
@@ -198,4 +199,6 @@ def _fork_retract_and_hide(p: Pair) -> None:
     assert {s for s, _ in _burst([f"{p.b}/api/v1/recipes/{SLUG}.json", f"{p.b}/recipes/{SLUG}"])} == {404}
     assert _listed(p) == set()
     assert _call("DELETE", f"{p.a}/api/v1/recipes/{SLUG}/hidden", root)[0] == 200
-    assert _doc(p, SLUG)["slug"] == SLUG and _listed(p) == {SLUG}
+    assert _doc(p, SLUG)["slug"] == SLUG and TITLE in _page(p, SLUG) and _listed(p) == {SLUG}
+    assert _call("DELETE", f"{p.a}/api/v1/users/bob/hidden", root)[0] == 200
+    assert _doc(p, fork["slug"])["owner"] == "bob" and _listed(p) == {SLUG, fork["slug"]}
