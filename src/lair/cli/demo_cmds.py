@@ -106,6 +106,34 @@ def _demo_token(folder: Path) -> str:
     return token
 
 
+class _Stopped(KeyboardInterrupt):
+    """The demo was told to stop: Ctrl-C (SIGINT), SIGTERM or SIGHUP."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, _frame: object) -> None:
+    raise _Stopped(signum)
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C, SIGTERM and SIGHUP end the demo the same way. SIGINT is set explicitly: a demo started
+    as a background job of a script inherits SIGINT ignored, and would otherwise never stop on it."""
+    for s in _STOP_SIGNALS:
+        signal.signal(s, _raise_stopped)
+
+
+def _shield() -> None:
+    """While the demo cleans up, further signals must not cut the cleanup short (each step is bounded)."""
+    for s in _STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+
+
 def _bench_and_submit(folder: Path, url: str, token: str) -> int:
     recipe = folder / "tiny-cpu" / "recipe.toml"
     recipe.parent.mkdir()
@@ -115,8 +143,11 @@ def _bench_and_submit(folder: Path, url: str, token: str) -> int:
     child = subprocess.Popen(launch, env=env, stdin=subprocess.DEVNULL)
     try:
         return child.wait()
-    except KeyboardInterrupt:  # the launch got the same Ctrl-C: let it stop its engine and clean up
-        child.wait(120)
+    except KeyboardInterrupt as stop:
+        _shield()
+        if getattr(stop, "signum", signal.SIGINT) != signal.SIGINT:
+            child.send_signal(signal.SIGTERM)  # a signal to the demo alone: the launch must hear it too
+        child.wait(120)  # a terminal's Ctrl-C reached the launch as well: it stops its engine and cleans up
         raise
 
 
@@ -133,6 +164,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     folder = Path(tempfile.mkdtemp(prefix="lair-demo-"))
     url = f"http://127.0.0.1:{args.port}"
     err(f"demo folder: {folder}")
+    _stop_on_signals()
     proc = _serve(folder, args.port)
     try:
         _wait_up(url, proc)
@@ -154,6 +186,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         err("stopping the registry")
         return 0
     finally:
+        _shield()
         _stop(proc)
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)

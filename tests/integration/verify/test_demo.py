@@ -21,6 +21,7 @@ from lair.testing.registry import free_port
 
 pytestmark = [pytest.mark.integration]
 
+ENGINE_PORT = 8091  # examples/tiny-cpu/recipe.toml's port
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -55,17 +56,53 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
-def test_demo_serves_the_verified_row_and_ctrl_c_leaves_nothing(lair_home: Path, tmp_path: Path) -> None:
-    port = free_port()
-    log = tmp_path / "demo.log"
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _start_demo(port: int, log: Path, *, sigint_ignored: bool = False) -> subprocess.Popen[bytes]:
     with log.open("w") as errors:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, "-m", "lair", "demo", "--port", str(port)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=errors,
             start_new_session=True,
+            preexec_fn=_ignore_sigint if sigint_ignored else None,
         )
+
+
+def _listeners(port: int) -> set[int]:
+    """The pids holding a TCP socket that listens on ``port`` (from /proc/net/tcp{,6} and every fd)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            cols = row.split()
+            if cols[1].rsplit(":", 1)[1] == f"{port:04X}" and cols[3] == "0A":  # 0A: LISTEN
+                inodes.add(f"socket:[{cols[9]}]")
+    pids = set()
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            if os.readlink(fd) in inodes:
+                pids.add(int(fd.parent.parent.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/status").exists() and "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+
+
+def test_demo_serves_the_verified_row_and_ctrl_c_leaves_nothing(lair_home: Path, tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "demo.log"
+    # started the way a script's background job is, with SIGINT ignored: Ctrl-C must still stop it
+    proc = _start_demo(port, log, sigint_ignored=True)
     base = f"http://127.0.0.1:{port}"
     try:
         page = _wait_verified(base, proc, log)
@@ -88,6 +125,37 @@ def test_demo_serves_the_verified_row_and_ctrl_c_leaves_nothing(lair_home: Path,
         assert s.connect_ex(("127.0.0.1", port)) != 0  # the registry no longer listens
     left = _processes_mentioning(f"--port {port}") + _processes_mentioning(folder.group(1))
     assert left == [], (left, err)
+
+
+def test_sigterm_to_the_demo_alone_mid_launch_stops_the_engine_and_the_registry(
+    lair_home: Path, tmp_path: Path
+) -> None:
+    """``kill PID`` of the demo while its launch serves the engine: the launch hears it too, so the
+    engine, the launch and the registry all end; nothing listens, nothing is left."""
+    port = free_port()
+    log = tmp_path / "demo.log"
+    proc = _start_demo(port, log)
+    engine: set[int] = set()
+    try:
+        deadline = time.monotonic() + 180
+        while "ready in" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.2)
+        engine = _listeners(ENGINE_PORT)  # the launch said ready: its engine listens there
+        registry = _listeners(port)
+        assert engine and registry, f"engine {engine}, registry {registry}:\n{log.read_text()}"
+    finally:
+        proc.send_signal(signal.SIGTERM)  # the demo's own pid only, not its group
+    proc.wait(timeout=150)
+    err = log.read_text()
+    assert proc.returncode == 0, err
+    assert "nothing left running" in err, err
+    assert [p for p in engine | registry if _alive(p)] == [], err
+    for listening in (port, ENGINE_PORT):
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", listening)) != 0, (listening, err)
+    folder = re.search(r"demo folder: (\S+)", err)
+    assert folder and not Path(folder.group(1)).exists(), err
 
 
 def _seeded(tmp_path: Path) -> list[str]:
