@@ -18,11 +18,14 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from lair.errors import LaunchError
+
+if TYPE_CHECKING:
+    from lair.plan import Plan
 
 __all__ = ["Journal", "NodeRecord", "RunRecord", "RunState", "list_journals"]
 
@@ -62,6 +65,24 @@ class RunRecord(BaseModel):
     updated_at: float
     error: str = ""
     nodes: list[NodeRecord]
+
+    @classmethod
+    def starting(cls, plan: Plan, nodes: list[NodeRecord]) -> RunRecord:
+        """The record of a run that starts now, controlled by this process."""
+        now = time.time()
+        run = plan.run
+        return cls(
+            run_id=run.run_id,
+            recipe=run.recipe,
+            name=run.name,
+            runtime=run.runtime,
+            endpoint=run.endpoint,
+            state="starting",
+            controller_pid=os.getpid(),
+            created_at=now,
+            updated_at=now,
+            nodes=nodes,
+        )
 
 
 class Journal:

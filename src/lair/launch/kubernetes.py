@@ -29,19 +29,11 @@ def _pods(opts: KubeOptions) -> Callable[[Recipe, str], list[Node]]:
     return place
 
 
-def _rendered(prep: Prepared, req: Request) -> Recipe:
-    from lair.recipe import render_recipe
-    from lair.rig import load_rig
-
-    values = load_rig(req.rig).string_values() if req.rig else {}
-    return render_recipe(prep.recipe, values, where=req.recipe)
-
-
 def kubernetes_manifests(req: Request, opts: KubeOptions) -> tuple[Prepared, Manifests]:
     """The manifests of ``req``'s recipe; ``opts.name`` empty: the recipe's slug (or folder name)."""
     import dataclasses
 
-    from lair.launch.resolve import load_source, prepare
+    from lair.launch.resolve import load_source, prepare, rendered_recipe
     from lair.plan.kubernetes import kube_name, render_manifests
     from lair.recipe import load_recipe
 
@@ -51,4 +43,4 @@ def kubernetes_manifests(req: Request, opts: KubeOptions) -> tuple[Prepared, Man
         opts = dataclasses.replace(opts, name=kube_name(recipe.meta.slug or path.parent.name or path.stem))
     req = dataclasses.replace(req, place=_pods(opts), run_id=req.run_id or opts.name)
     prep = prepare(req, lease=False)
-    return prep, render_manifests(prep.plan, _rendered(prep, req), opts)
+    return prep, render_manifests(prep.plan, rendered_recipe(prep, req), opts)

@@ -20,7 +20,7 @@ from lair.errors import LaunchError
 if TYPE_CHECKING:
     from lair.launch.node import NodeExec
 
-__all__ = ["check_alive", "http_ok", "root_cause", "wait_ready"]
+__all__ = ["check_alive", "http_get", "http_ok", "root_cause", "wait_ready"]
 
 POLL_S = 0.1
 MAX_POLL_S = 1.0
@@ -34,7 +34,8 @@ ROOT_CAUSE_MAX = 12
 _FIX = "fix the recipe or the node, then launch again"
 
 
-def _get(url: str, api_key: str | None) -> tuple[int, bytes]:
+def http_get(url: str, api_key: str | None = None) -> tuple[int, bytes]:
+    """``(status, body)`` of a GET (bearer ``api_key``), no proxy, 2 s; ``(0, b"")`` when unreachable."""
     req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
     try:
         with _OPENER.open(req, timeout=2) as resp:
@@ -46,7 +47,7 @@ def _get(url: str, api_key: str | None) -> tuple[int, bytes]:
 
 
 async def http_ok(url: str, api_key: str | None = None) -> bool:
-    return (await asyncio.to_thread(_get, url, api_key))[0] == 200
+    return (await asyncio.to_thread(http_get, url, api_key))[0] == 200
 
 
 def root_cause(log: str) -> list[str]:
@@ -94,7 +95,7 @@ async def _check_own(execs: Sequence[NodeExec], models_url: str, api_key: str | 
     want = execs[0].plan.run.served_model
     if not want or not models_url:
         return
-    status, body = await asyncio.to_thread(_get, models_url, api_key)
+    status, body = await asyncio.to_thread(http_get, models_url, api_key)
     try:
         ids = [m.get("id") for m in json.loads(body or b"{}").get("data", [])]
     except (ValueError, AttributeError):

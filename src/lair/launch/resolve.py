@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from lair.recipe import Recipe
     from lair.rig import Capabilities, Rig
 
-__all__ = ["Prepared", "Request", "local_node", "new_run_id", "prepare"]
+__all__ = ["Prepared", "Request", "local_node", "new_run_id", "prepare", "rendered_recipe"]
 
 
 @dataclass
@@ -172,6 +172,16 @@ def _values(recipe: Recipe, rig: Rig | None, req: Request) -> dict[str, str]:
                 hint=f"export {name}=... in the environment, or put it in the rig",
             )
     return {**(rig.string_values() if rig else {}), **req.values}
+
+
+def rendered_recipe(prep: Prepared, req: Request) -> Recipe:
+    """The prepared recipe with its placeholder values (rig, ``--set``, secrets from the env), as it runs
+    (for targets that render the recipe's own fields: Slurm's scripts, Kubernetes' manifests)."""
+    from lair.recipe import render_recipe
+    from lair.rig import load_rig
+
+    values = _values(prep.recipe, load_rig(req.rig) if req.rig else None, req)
+    return render_recipe(prep.recipe, values, where=req.recipe)
 
 
 def _trust(recipe: Recipe, values: dict[str, str], source: str, accept: bool) -> tuple[Any, Any]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -348,19 +347,7 @@ def _signals_interrupt() -> Iterator[None]:
 
 def _new_session(prep: Prepared, pauses: frozenset[Stage], progress: Progress) -> Session:
     p = prep.plan
-    now = time.time()
-    record = RunRecord(
-        run_id=p.run.run_id,
-        recipe=p.run.recipe,
-        name=p.run.name,
-        runtime=p.run.runtime,
-        endpoint=p.run.endpoint,
-        state="starting",
-        controller_pid=os.getpid(),
-        created_at=now,
-        updated_at=now,
-        nodes=node_records(p, prep.nodes),
-    )
+    record = RunRecord.starting(p, node_records(p, prep.nodes))
     journal = Journal(p.run.run_id)
     journal.create(p.model_dump_json(indent=2), record)
     session = Session(p, record, journal, prep.nodes, progress)

@@ -82,14 +82,6 @@ def _allocated(job: SlurmJob, names: list[str]) -> list[Node]:
     return [Node(name=n, address=addr.get(n, n), rank=i) for i, n in enumerate(names)]
 
 
-def _rendered(prep: Prepared, req: Request) -> Recipe:
-    from lair.recipe import render_recipe
-    from lair.rig import load_rig
-
-    values = load_rig(req.rig).string_values() if req.rig else {}
-    return render_recipe(prep.recipe, values, where=req.recipe)
-
-
 def _settings(c: Cluster) -> Any:
     from lair.plan.slurm import SlurmJobSettings
 
@@ -231,7 +223,7 @@ def _failure(run: _Run) -> str | None:
 
 
 def _wait_ready(run: _Run) -> float:
-    from lair.launch.readiness import _get
+    from lair.launch.readiness import http_get
     from lair.plan import Stage
 
     ready = run.plan.head.stage(Stage.READY)[0]
@@ -244,7 +236,7 @@ def _wait_ready(run: _Run) -> float:
         why = _failure(run)
         if why:
             raise LaunchError(why, hint=_log_hint(run.job))
-        while urls and _get(urls[0], key)[0] == 200:
+        while urls and http_get(urls[0], key)[0] == 200:
             urls.pop(0)
         if urls and time.monotonic() - t0 > (ready.timeout_s or run.plan.run.ready_timeout_s):
             raise LaunchError(f"not ready after {ready.timeout_s:g}s: {urls[0]}", hint=_log_hint(run.job))
@@ -271,32 +263,21 @@ def _end(run: _Run, *, failed: bool, why: str = "") -> list[str]:
 
 def _new_run(req: Request, c: Cluster, progress: Progress) -> tuple[_Run, Prepared]:
     from lair.launch.journal import Journal, RunRecord
+    from lair.launch.resolve import rendered_recipe
 
     run = _Run(req, c, progress)
     dry = prepare_placeholders(req)
     run_id = dry.plan.run.run_id
     run.journal = Journal(run_id)
-    now = time.time()
     p = dry.plan
-    run.record = RunRecord(
-        run_id=run_id,
-        recipe=p.run.recipe,
-        name=p.run.name,
-        runtime=p.run.runtime,
-        endpoint=p.run.endpoint,
-        state="starting",
-        controller_pid=os.getpid(),
-        created_at=now,
-        updated_at=now,
-        nodes=[],
-    )
+    run.record = RunRecord.starting(p, [])
     run.plan = p
     run.journal.create(p.model_dump_json(indent=2), run.record)
     custom = c.slurm.job_dir if c.slurm else None
     job_dir = Path(custom).expanduser() / run_id if custom else run.journal.dir / "slurm"
     job_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     run.job = SlurmJob(
-        str(job_dir), _submit_main(p, _rendered(dry, req), c, job_dir), slurm_conf=settings_conf(c)
+        str(job_dir), _submit_main(p, rendered_recipe(dry, req), c, job_dir), slurm_conf=settings_conf(c)
     )
     run.job.save(run.journal)
     run.say(f"run {run_id}: submitted job {run.job.job_id} ({c.name})")
@@ -305,7 +286,7 @@ def _new_run(req: Request, c: Cluster, progress: Progress) -> tuple[_Run, Prepar
 
 def _place(run: _Run, dry: Prepared) -> None:
     """The allocation's nodes become the plan's; the node scripts are written; the job goes on."""
-    from lair.launch.resolve import prepare
+    from lair.launch.resolve import prepare, rendered_recipe
     from lair.launch.run import node_records
 
     nodes = _allocated(run.job, _wait_nodes(run))
@@ -320,7 +301,7 @@ def _place(run: _Run, dry: Prepared) -> None:
     run.journal.save_plan(prep.plan.model_dump_json(indent=2))
     run.save()
     run.say(f"job {run.job.job_id} on {', '.join(f'{n.name} ({n.address})' for n in nodes)}")
-    _write_plan(prep.plan, _rendered(prep, req), run.c, Path(run.job.job_dir))
+    _write_plan(prep.plan, rendered_recipe(prep, req), run.c, Path(run.job.job_dir))
     run.job.epilogue_id = _submit_epilogue(run.job, run.c, nodes)
     run.job.save(run.journal)
     (Path(run.job.job_dir) / "go").touch()
@@ -414,10 +395,11 @@ def _with_after_stop(msg: str, run: _Run, problems: list[str]) -> str:
 
 def slurm_plan(req: Request, c: Cluster) -> tuple[Prepared, str]:
     """What ``lair plan`` shows for a Slurm cluster: the plan on placeholder nodes, the main job."""
+    from lair.launch.resolve import rendered_recipe
     from lair.plan.slurm import main_script, sbatch_options
 
     prep = prepare_placeholders(req)
-    opts = sbatch_options(_rendered(prep, req), _settings(c))
+    opts = sbatch_options(rendered_recipe(prep, req), _settings(c))
     job_dir = f"<{c.slurm.job_dir if c.slurm and c.slurm.job_dir else 'the run journal'}>/slurm"
     name = job_name(prep.plan.run.run_id)
     return prep, main_script(job_dir, prep.recipe.required_nodes, name, opts)
