@@ -71,6 +71,11 @@ def _kube_args(p: argparse.ArgumentParser) -> None:
     k.add_argument(
         "--gpus-per-node", type=int, metavar="N", help="nvidia.com/gpu per pod (default: the recipe's)"
     )
+    k.add_argument(
+        "--interface",
+        metavar="IFACE",
+        help="gloo/NCCL interface in the pods (GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME); default: unset",
+    )
 
 
 def register(sub: Any) -> None:
@@ -183,6 +188,7 @@ def _kube_options(args: argparse.Namespace) -> Any:
         claims=claims,
         secret=args.secret or "",
         gpus_per_node=args.gpus_per_node,
+        interface=args.interface,
     )
 
 

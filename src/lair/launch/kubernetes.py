@@ -24,7 +24,10 @@ def _pods(opts: KubeOptions) -> Callable[[Recipe, str], list[Node]]:
 
     def place(recipe: Recipe, _run_id: str) -> list[Node]:
         addrs = pod_addresses(opts.name, recipe.required_nodes, opts.workload)
-        return [Node(name=a.split(".", 1)[0], address=a, rank=i) for i, a in enumerate(addrs)]
+        return [
+            Node(name=a.split(".", 1)[0], address=a, rank=i, interface=opts.interface)
+            for i, a in enumerate(addrs)
+        ]
 
     return place
 

@@ -17,8 +17,14 @@ Layout (``NAME`` is ``KubeOptions.name``; every object carries ``app.kubernetes.
     ConfigMap NAME-hooks       the before_serve scripts, run by init containers (when there are any)
 
 Each rank's address is its pod's name through the headless Service (``NAME-head-0.NAME``,
-``NAME-worker-0.NAME``; LWS: ``NAME-0.NAME``, ``NAME-0-1.NAME``), so the plan's master address and
-per-rank wiring are DNS names. Env values come from the plan; secret ones become ``secretKeyRef``
+``NAME-worker-0.NAME``; LWS: ``NAME-0.NAME``, ``NAME-0-1.NAME``), so the plan's master address is a
+DNS name. A rank's own engine networking env is the plan's (:meth:`lair.engines.EngineSpec.network`,
+as on SSH nodes, the recipe's env winning): its own address (``VLLM_HOST_IP``, ``SGLANG_HOST_IP``,
+Ray's ``--node-ip-address``) becomes the pod's IP from the downward API (``LAIR_POD_IP``,
+``status.podIP``), the gloo/NCCL interface is the one given (``KubeOptions.interface``) and is left
+unset otherwise (a node finds its own by its route; a pod is not given that step).
+
+Env values come from the plan; secret ones become ``secretKeyRef``
 entries of the Secret ``KubeOptions.secret`` (its values never enter a manifest), and a secret value
 that appears in a command is replaced by ``$(NAME)`` (Kubernetes expands it from the container env).
 """
@@ -32,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from lair.errors import ConfigError
-from lair.plan.model import NodePlan, Plan, Stage, Step
+from lair.plan.model import DETECT, NodePlan, Plan, Stage, Step
 from lair.plan.resources import gpus_per_node
 
 if TYPE_CHECKING:
@@ -45,6 +51,8 @@ LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 HOOKS_DIR = "/lair/hooks"
 PROBE_PERIOD_S = 5
+POD_IP_ENV = "LAIR_POD_IP"
+_POD_IP = "@LAIR_POD_IP@"  # the pod's IP in a command, until it becomes $(LAIR_POD_IP)
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 
 
@@ -58,6 +66,7 @@ class KubeOptions:
     claims: dict[str, str] = field(default_factory=dict)  # container path -> PVC name (implies pvc)
     secret: str = ""  # the Secret holding the secret env values; default NAME-env
     gpus_per_node: int | None = None
+    interface: str | None = None  # GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME in the pods
 
     @property
     def secret_name(self) -> str:
@@ -111,7 +120,7 @@ class _Secrets:
         out = _escape(arg)
         for name, value in sorted(self.values.items(), key=lambda kv: -len(kv[1])):
             out = out.replace(value, f"$({name})")
-        return out
+        return out.replace(_POD_IP, f"$({POD_IP_ENV})")
 
     def check(self, documents: list[dict[str, Any]]) -> None:
         text = to_yaml(documents)
@@ -125,13 +134,25 @@ def _step(n: NodePlan, stage: Stage, kind: str) -> Step | None:
     return next((s for s in n.stage(stage) if s.kind == kind), None)
 
 
+def _own_ip(argv: list[str], n: NodePlan) -> list[str]:
+    """Ray's ``--node-ip-address`` of this rank (an argument, or in the Ray head's script): its pod's
+    IP, where the plan has its DNS name."""
+    flag = "--node-ip-address"
+    return [
+        _POD_IP
+        if i and argv[i - 1] == flag and a == n.address
+        else a.replace(f"{flag} {n.address} ", f"{flag} {_POD_IP} ")
+        for i, a in enumerate(argv)
+    ]
+
+
 def _commands(n: NodePlan) -> tuple[list[str], list[str]]:
     start, serve = _step(n, Stage.START, "start"), _step(n, Stage.SERVE, "exec")
     if start is None or not start.command:
         raise ConfigError(
             f"rank {n.rank}: the plan has no engine command", hint="give the recipe an entrypoint"
         )
-    return start.command, (serve.command or []) if serve else []
+    return _own_ip(start.command, n), _own_ip(serve.command or [], n) if serve else []
 
 
 def _script(argv: list[str], serve: list[str]) -> str:
@@ -148,12 +169,15 @@ def _head_command(n: NodePlan, sec: _Secrets) -> list[str]:
     return [sec.arg(a) for a in argv]
 
 
-def _worker_command(workers: list[NodePlan], common: dict[str, str], sec: _Secrets, lws: bool) -> list[str]:
+def _worker_command(
+    workers: list[NodePlan], common: dict[str, str], sec: _Secrets, lws: bool, host_ip: str | None
+) -> list[str]:
     """``sh -c``: pick this pod's rank, export what differs per rank, exec that rank's command."""
     rank = 'rank="$LAIR_NODE_RANK"' if lws else 'rank=$((${HOSTNAME##*-} + 1)); export LAIR_NODE_RANK="$rank"'
     cases = []
     for w in workers:
-        own = {k: v for k, v in w.lair_env.items() if common.get(k) != v and k != "LAIR_NODE_RANK"}
+        env = _node_env(w, host_ip)
+        own = {k: v for k, v in env.items() if common.get(k) != v and k != "LAIR_NODE_RANK"}
         exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in own.items())
         cases.append(f"  {w.rank}) {exports}{_script(*_commands(w))} ;;")
     body = "\n".join(
@@ -169,6 +193,24 @@ def _worker_command(workers: list[NodePlan], common: dict[str, str], sec: _Secre
 
 
 # ---- pod parts --------------------------------------------------------------------------------------
+def _node_env(n: NodePlan, host_ip: str | None) -> dict[str, str]:
+    """The rank's own env as values: its engine networking env (less its own address, which is the
+    pod's IP, and what the node would find itself), then its LAIR_* env."""
+    fixed = {k: v for k, v in n.engine_env.items() if k != host_ip and not v.startswith(DETECT)}
+    return {**fixed, **n.lair_env}
+
+
+def _pod_ip_env(plan: Plan, host_ip: str | None) -> list[dict[str, Any]]:
+    """``LAIR_POD_IP`` (downward API), and the engine's own-address env from it, on every rank."""
+    if len(plan.nodes) < 2:
+        return []
+    ip = {"valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    out: list[dict[str, Any]] = [{"name": POD_IP_ENV, **ip}]
+    if host_ip and all(host_ip in n.engine_env for n in plan.nodes):  # the recipe's env wins
+        out.append({"name": host_ip, **ip})
+    return out
+
+
 def _env(plan: Plan, lair_env: dict[str, str], secret: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for k, v in plan.run.env.items():
@@ -347,31 +389,30 @@ def _statefulset(pod: _Pod, role: str, replicas: int, template: Any) -> dict[str
     }
 
 
-def _common_env(workers: list[NodePlan]) -> dict[str, str]:
-    first = workers[0].lair_env
-    return {
-        k: v
-        for k, v in first.items()
-        if k != "LAIR_NODE_RANK" and all(w.lair_env.get(k) == v for w in workers)
-    }
+def _common_env(workers: list[NodePlan], host_ip: str | None) -> dict[str, str]:
+    envs = [_node_env(w, host_ip) for w in workers]
+    return {k: v for k, v in envs[0].items() if k != "LAIR_NODE_RANK" and all(e.get(k) == v for e in envs)}
 
 
 def _workloads(pod: _Pod) -> list[dict[str, Any]]:
+    from lair.engines import get_engine
+
     head, workers = pod.plan.nodes[0], pod.plan.nodes[1:]
+    host_ip = get_engine(pod.plan.run.engine).host_ip_env
     lws = pod.opts.workload == "leaderworkerset"
-    head_t = pod.template("head", _head_command(head, pod.sec), head.lair_env, [])
+    ip_env = _pod_ip_env(pod.plan, host_ip)
+    head_t = pod.template("head", _head_command(head, pod.sec), _node_env(head, host_ip), ip_env)
     if not workers:
         return [_statefulset(pod, "head", 1, head_t)]
-    common = _common_env(workers)
+    common = _common_env(workers, host_ip)
     rank_env = [
         {
             "name": "LAIR_NODE_RANK",
             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{LWS_INDEX_LABEL}']"}},
         }
     ]
-    worker_t = pod.template(
-        "worker", _worker_command(workers, common, pod.sec, lws), common, rank_env if lws else []
-    )
+    command = _worker_command(workers, common, pod.sec, lws, host_ip)
+    worker_t = pod.template("worker", command, common, ip_env + (rank_env if lws else []))
     if not lws:
         return [_statefulset(pod, "head", 1, head_t), _statefulset(pod, "worker", len(workers), worker_t)]
     spec = {
@@ -387,8 +428,11 @@ def _workloads(pod: _Pod) -> list[dict[str, Any]]:
     return [{"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": meta, "spec": spec}]
 
 
-def _notes(r: Recipe) -> list[str]:
+def _notes(r: Recipe, plan: Plan) -> list[str]:
     notes = [f"devices {', '.join(r.devices)} (use a device plugin's resource instead)"] if r.devices else []
+    found = sorted({k for n in plan.nodes for k, v in n.engine_env.items() if v.startswith(DETECT)})
+    if found:
+        notes.append(f"{', '.join(found)} (a node finds its interface itself; give one with --interface)")
     notes += [f"ulimit {k}={v} (set by the node's container runtime)" for k, v in r.ulimits.items()]
     if r.after_stop:
         notes.append(f"after_stop hooks ({len(r.after_stop)}): a pod has no step after its containers stop")
@@ -419,7 +463,7 @@ def render_manifests(plan: Plan, recipe: Recipe, opts: KubeOptions) -> Manifests
         docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": pod.hooks})
     docs += _services(pod, headless=opts.workload == "statefulset") + _workloads(pod)
     sec.check(docs)
-    return Manifests(docs, _notes(recipe), sorted(plan.run.secret_env), opts.secret_name)
+    return Manifests(docs, _notes(recipe, plan), sorted(plan.run.secret_env), opts.secret_name)
 
 
 def to_yaml(documents: list[dict[str, Any]]) -> str:

@@ -279,3 +279,145 @@ def test_what_a_pod_leaves_out_is_said(tmp_path: Path, capsys: pytest.CaptureFix
     err = capsys.readouterr().err
     for what in ("pid host", "cap_add SYS_NICE", "devices /dev/dri/card0", "ulimit memlock=-1", "after_stop"):
         assert f"warning: left out {what}" in err
+
+
+def _pod_env(c: dict[str, Any], pod_ip: str, labels: dict[str, str] | None = None) -> dict[str, str]:
+    """The container env as the kubelet builds it: values with $(NAME) of earlier entries expanded,
+    the downward API's ``status.podIP`` and labels, Secret keys (here: a stand-in per key)."""
+    env: dict[str, str] = {}
+    for e in c["env"]:
+        ref = e.get("valueFrom", {})
+        if "value" in e:
+            env[e["name"]] = _kubelet_expand(e["value"], env)
+        elif ref.get("fieldRef", {}).get("fieldPath") == "status.podIP":
+            env[e["name"]] = pod_ip
+        elif "fieldRef" in ref:
+            key = re.fullmatch(r"metadata\.labels\['(.+)'\]", ref["fieldRef"]["fieldPath"])
+            assert key and labels is not None
+            env[e["name"]] = labels[key[1]]
+        else:
+            env[e["name"]] = f"secret-{ref['secretKeyRef']['key']}"
+    return env
+
+
+def _run_pod(c: dict[str, Any], env: dict[str, str], tmp_path: Path) -> str:
+    """The pod's command (kubelet-expanded) with a ``vllm`` that prints its env and arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    said = "rank=$LAIR_NODE_RANK ip=$VLLM_HOST_IP gloo=$GLOO_SOCKET_IFNAME nccl=$NCCL_SOCKET_IFNAME"
+    fake = f'#!/bin/sh\necho "{said} args=$*"\n'
+    (bin_dir / "vllm").write_text(fake)
+    (bin_dir / "vllm").chmod(0o755)
+    env = {**env, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    argv = [_kubelet_expand(a, env) for a in c["command"]]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _three_ranks(tmp_path: Path, env: str = "") -> Path:
+    p = _recipe(tmp_path, nodes=3)
+    text = p.read_text().replace("tensor_parallel_size = 2", "tensor_parallel_size = 3")
+    p.write_text(text.replace('VLLM_LOGGING_LEVEL = "INFO"', f'VLLM_LOGGING_LEVEL = "INFO"{env}'))
+    return p
+
+
+def _manifests(capsys: pytest.CaptureFixture[str], recipe: Path, *args: str) -> tuple[Any, str]:
+    assert main(["plan", str(recipe), "--target", "kubernetes", "--json", "--name", "qw", *args]) == 0
+    cap = capsys.readouterr()
+    return _by_name(json.loads(cap.out)), cap.err
+
+
+def test_each_rank_gets_its_pod_ip_and_the_given_interface(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every pod, run as the kubelet would run it, tells vLLM its own pod IP (downward API) and the
+    interface given, and each worker pod execs its own rank's command."""
+    objs, _ = _manifests(capsys, _three_ranks(tmp_path), "--interface", "eth0")
+    for doc in objs.values():
+        for version in VERSIONS:
+            _validate(doc, version)
+    head = objs["StatefulSet/qw-head"]["spec"]["template"]["spec"]["containers"][0]
+    worker = objs["StatefulSet/qw-worker"]["spec"]["template"]["spec"]["containers"][0]
+    ip_ref = {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert next(e for e in head["env"] if e["name"] == "VLLM_HOST_IP") == {
+        "name": "VLLM_HOST_IP",
+        "valueFrom": ip_ref,
+    }
+    for c in (head, worker):
+        names = [e["name"] for e in c["env"]]
+        assert len(names) == len(set(names))
+    env = _pod_env(head, "10.244.0.5")
+    assert (env["VLLM_HOST_IP"], env["GLOO_SOCKET_IFNAME"], env["NCCL_SOCKET_IFNAME"]) == (
+        "10.244.0.5",
+        "eth0",
+        "eth0",
+    )
+    assert (env["LAIR_NODE_RANK"], env["LAIR_MASTER_ADDR"]) == ("0", "qw-head-0.qw")
+    for pod, ip, rank in (("qw-worker-0", "10.244.1.7", 1), ("qw-worker-1", "10.244.2.9", 2)):
+        out = _run_pod(worker, {**_pod_env(worker, ip), "HOSTNAME": pod}, tmp_path)
+        assert out.startswith(f"rank={rank} ip={ip} gloo=eth0 nccl=eth0 args=serve /models/qwen ")
+        assert (
+            f"--nnodes 3 --node-rank {rank} --master-addr qw-head-0.qw --master-port 29501 --headless" in out
+        )
+
+
+def test_recipe_env_wins_over_the_pod_wiring(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As on SSH nodes: a networking name the recipe's env sets keeps the recipe's value; without
+    --interface the interface is left to the pod (and said)."""
+    recipe = _three_ranks(tmp_path, ', VLLM_HOST_IP = "10.9.9.9", NCCL_SOCKET_IFNAME = "ib0"')
+    objs, err = _manifests(capsys, recipe)
+    assert (
+        "warning: left out GLOO_SOCKET_IFNAME (a node finds its interface itself; give one with --interface)"
+        in err
+    )
+    worker = objs["StatefulSet/qw-worker"]["spec"]["template"]["spec"]["containers"][0]
+    assert [e for e in worker["env"] if e["name"] == "VLLM_HOST_IP"] == [
+        {"name": "VLLM_HOST_IP", "value": "10.9.9.9"}
+    ]
+    env = _pod_env(worker, "10.244.1.7")
+    assert env["NCCL_SOCKET_IFNAME"] == "ib0" and "GLOO_SOCKET_IFNAME" not in env
+    assert env["LAIR_POD_IP"] == "10.244.1.7"
+    objs, _ = _manifests(capsys, recipe, "--interface", "eth1")
+    env = _pod_env(objs["StatefulSet/qw-head"]["spec"]["template"]["spec"]["containers"][0], "10.244.0.5")
+    assert (env["VLLM_HOST_IP"], env["GLOO_SOCKET_IFNAME"], env["NCCL_SOCKET_IFNAME"]) == (
+        "10.9.9.9",
+        "eth1",
+        "ib0",
+    )
+
+
+def test_leaderworkerset_ranks_from_the_worker_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    objs, _ = _manifests(
+        capsys, _three_ranks(tmp_path), "--workload", "leaderworkerset", "--interface", "eth0"
+    )
+    t = objs["LeaderWorkerSet/qw"]["spec"]["leaderWorkerTemplate"]
+    for version in VERSIONS:
+        _validate(objs["LeaderWorkerSet/qw"], version)
+    worker = t["workerTemplate"]["spec"]["containers"][0]
+    for index, ip in (("1", "10.244.1.7"), ("2", "10.244.2.9")):
+        env = _pod_env(worker, ip, {LWS_INDEX: index})
+        out = _run_pod(worker, env, tmp_path)
+        assert out.startswith(f"rank={index} ip={ip} gloo=eth0 nccl=eth0 ")
+        assert f"--node-rank {index} --master-addr qw-0.qw --master-port 29501 --headless" in out
+    leader = _pod_env(t["leaderTemplate"]["spec"]["containers"][0], "10.244.0.5")
+    assert leader["VLLM_HOST_IP"] == "10.244.0.5" and leader["LAIR_NODE_RANK"] == "0"
+
+
+LWS_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+
+
+def test_ray_nodes_start_at_their_pod_ip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recipe = _three_ranks(tmp_path)
+    recipe.write_text(recipe.read_text().replace('distributed_backend = "mp"', 'distributed_backend = "ray"'))
+    objs, _ = _manifests(capsys, recipe)
+    for role in ("head", "worker"):
+        c = objs[f"StatefulSet/qw-{role}"]["spec"]["template"]["spec"]["containers"][0]
+        text = " ".join(c["command"])
+        assert re.findall(r"--node-ip-address (\S+)", text) == ["$(LAIR_POD_IP)"] * (
+            1 if role == "head" else 2
+        )
+        assert _pod_env(c, "10.244.3.3")["LAIR_POD_IP"] == "10.244.3.3"
+        assert "qw-worker-0.qw" not in text
