@@ -1,7 +1,8 @@
 """A plan as Slurm batch jobs: pure rendering, no Slurm needed (``lair.launch.slurm`` submits).
 
     sbatch_options(recipe, settings) -> [str]       --nodes, --gres, --mem, --cpus-per-task, --time ...
-    main_script(job_dir, nnodes, ...) -> str        the main job (submitted before the nodes are known)
+    heterogeneous(plan) -> bool                     head and workers run different commands
+    main_script(job_dir, nnodes, ..., het=) -> str  the main job (submitted before the nodes are known)
     epilogue_script(job_dir, nnodes) -> str         after_stop + cleanup, a job run afterany the main one
     node_scripts(plan, recipe, settings, job_dir) -> {relative path: text}   per rank, per stage
 
@@ -12,6 +13,13 @@ allocated the nodes (their names and addresses become the plan's nodes). Then, a
     step "serve" x roles  the head (``--relative=0``), then the workers (``--relative=1``): the main
                           process in the foreground (a container: ``docker run`` without ``-d``,
                           ``apptainer exec``, or srun's pyxis ``--container-*`` options)
+
+When the head and the workers run different commands (vLLM's API server and ``--headless``
+workers, a Ray head and Ray workers), the main job is a heterogeneous job instead: component 0 is
+the head's node, component 1 the workers' (``#SBATCH hetjob``), and every step names its
+component (``srun --het-group=K``); the nodes file lists component 0's node, then component 1's.
+The components get the same resources: a recipe gives one set for every node. When every rank runs
+the same command (a ``custom`` engine told its rank by ``LAIR_NODE_RANK``) it stays one job.
 
 A job that Slurm cancelled cannot start new steps, so ``after_stop`` (with the container stop and the
 run folder's removal) runs as the steps of a second job, submitted with ``--dependency=afterany`` on
@@ -41,6 +49,7 @@ __all__ = [
     "SlurmJobSettings",
     "apptainer_argv",
     "epilogue_script",
+    "heterogeneous",
     "main_script",
     "node_scripts",
     "pyxis_options",
@@ -84,52 +93,97 @@ def sbatch_options(r: Recipe, s: SlurmJobSettings) -> list[str]:
 
 
 # ---- the two batch scripts -----------------------------------------------------------------------
-def _header(name: str, job_dir: str, options: Sequence[str]) -> list[str]:
+def _header(name: str, job_dir: str, components: Sequence[Sequence[str]]) -> list[str]:
+    """The #SBATCH lines: the job's name and output, then each component's options (``hetjob``
+    between components)."""
     lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={job_dir}/logs/%x-%j.out"]
-    lines += [f"#SBATCH {o}" for o in options]
+    for i, options in enumerate(components):
+        lines += ["#SBATCH hetjob"] * bool(i) + [f"#SBATCH {o}" for o in options]
     return [*lines, f"D={shlex.quote(job_dir)}", 'mkdir -p "$D/status" "$D/logs"']
 
 
-def _step(stage: str, rel: int, nodes: str, extra: str = "") -> str:
-    """srun of ``node.sh STAGE`` on ``nodes`` nodes from relative node ``rel`` (one task each)."""
+def _step(stage: str, rel: int, nodes: int, extra: str = "", group: int | None = None) -> str:
+    """srun of ``node.sh STAGE`` on ``nodes`` nodes from relative node ``rel`` (one task each), of
+    heterogeneous component ``group`` when given."""
+    het = f"--het-group={group} " if group is not None else ""
     return (
-        f"srun --relative={rel} --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 --kill-on-bad-exit=1 "
-        f"{extra}"
+        f"srun {het}--relative={rel} --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 "
+        f"--kill-on-bad-exit=1 {extra}"
         f'--job-name={stage} bash "$D/node.sh" {stage}'
     )
 
 
-def main_script(job_dir: str, nnodes: int, name: str, options: Sequence[str], serve_extra: str = "") -> str:
-    """The main job: wait for the plan, the before_serve step, one serve step per node role."""
-    lines = _header(name, job_dir, options)
+def heterogeneous(plan: Plan) -> bool:
+    """Whether the head and the workers run different commands (a heterogeneous job then)."""
+
+    def runs(n: NodePlan) -> list[list[str]]:
+        return [s.command or s.argv or [] for s in n.steps if s.stage in (Stage.START, Stage.SERVE)]
+
+    return any(runs(w) != runs(plan.head) for w in plan.nodes[1:])
+
+
+def _components(options: Sequence[str], nnodes: int) -> list[list[str]]:
+    """The head's component (1 node) and the workers' (the rest), each with the per-node options."""
+    rest = [o for o in options if not o.startswith("--nodes=")]
+    return [["--nodes=1", *rest], [f"--nodes={nnodes - 1}", *rest]]
+
+
+_NODES = 'scontrol show hostnames "${}" >> "$D/status/nodes.tmp"'
+
+
+def _serve_steps(nnodes: int, extra: str, het: bool) -> list[str]:
+    g0, g1 = (0, 1) if het else (None, None)
+    lines = [_step("serve", 0, 1, extra, g0) + " &", "head=$!"]
+    if nnodes > 1:
+        lines += [_step("serve", 0 if het else 1, nnodes - 1, extra, g1) + " &", "workers=$!"]
+        return [*lines, "wait -n $head $workers; rc=$?", "kill $head $workers 2>/dev/null; wait"]
+    return [*lines, "wait $head; rc=$?"]
+
+
+def main_script(
+    job_dir: str, nnodes: int, name: str, options: Sequence[str], serve_extra: str = "", het: bool = False
+) -> str:
+    """The main job: wait for the plan, the before_serve step, one serve step per node role; ``het``:
+    a heterogeneous job of the head's component and the workers'."""
+    het = het and nnodes > 1
+    lines = _header(name, job_dir, _components(options, nnodes) if het else [options])
+    if het:
+        nodes = [
+            _NODES.format("SLURM_JOB_NODELIST_HET_GROUP_0"),
+            _NODES.format("SLURM_JOB_NODELIST_HET_GROUP_1"),
+        ]
+        before = [
+            _step("before_serve", 0, 1, group=0) + " & b0=$!",
+            _step("before_serve", 0, nnodes - 1, group=1) + " & b1=$!",
+            "wait $b0; rc=$?; wait $b1; rc1=$?; [ $rc = 0 ] && rc=$rc1",
+        ]
+    else:
+        nodes = [_NODES.format("SLURM_JOB_NODELIST")]
+        before = [_step("before_serve", 0, nnodes) + "; rc=$?"]
     lines += [
         'verdict() { echo "$1" > "$D/status/main.tmp"; mv "$D/status/main.tmp" "$D/status/main"; }',
-        'scontrol show hostnames "$SLURM_JOB_NODELIST" > "$D/status/nodes.tmp"',
+        'rm -f "$D/status/nodes.tmp"',
+        *nodes,
         'mv "$D/status/nodes.tmp" "$D/status/nodes"',
         f"for _ in $(seq {PLAN_WAIT_S * 5}); do",
         '  [ -e "$D/go" ] && break; [ -e "$D/abort" ] && { verdict "aborted"; exit 3; }; sleep 0.2',
         "done",
         f'[ -e "$D/go" ] || {{ verdict "no plan from lair after {PLAN_WAIT_S}s"; exit 3; }}',
-        _step("before_serve", 0, str(nnodes)),
-        'rc=$?; rm -f "$D"/r*/env "$D"/r*/secrets',  # each node installed its own copy
+        *before,
+        'rm -f "$D"/r*/env "$D"/r*/secrets',  # each node installed its own copy
         '[ $rc = 0 ] || { verdict "before_serve failed (exit $rc)"; exit 1; }',
-        _step("serve", 0, "1", serve_extra) + " &",
-        "head=$!",
+        *_serve_steps(nnodes, serve_extra, het),
+        'verdict "serve ended (exit $rc)"',
+        "exit $rc",
     ]
-    if nnodes > 1:
-        lines += [_step("serve", 1, str(nnodes - 1), serve_extra) + " &", "workers=$!"]
-        lines += ["wait -n $head $workers; rc=$?", "kill $head $workers 2>/dev/null; wait"]
-    else:
-        lines += ["wait $head; rc=$?"]
-    lines += ['verdict "serve ended (exit $rc)"', "exit $rc"]
     return "\n".join(lines) + "\n"
 
 
 def epilogue_script(job_dir: str, nnodes: int, name: str, options: Sequence[str]) -> str:
     """after_stop + cleanup on every node of the main job, whatever became of it."""
-    lines = _header(name, job_dir, options)
+    lines = _header(name, job_dir, [options])
     lines += [
-        _step("after_stop", 0, str(nnodes)),
+        _step("after_stop", 0, nnodes),
         'rc=$?; echo "$rc" > "$D/status/epilogue.tmp"; mv "$D/status/epilogue.tmp" "$D/status/epilogue"',
         "exit $rc",
     ]

@@ -31,6 +31,9 @@ while True:
         time.sleep(0.1)
 print(f"worker rank {rank} of {os.environ['LAIR_NNODES']} at {me} reached "
       f"{addr}:{port}: {greeting}", flush=True)
+wiring = [f"{k}={os.environ[k]}" for k in ("VLLM_HOST_IP", "GLOO_SOCKET_IFNAME") if k in os.environ]
+if wiring:
+    print("engine env: " + " ".join(wiring), flush=True)
 while True:
     time.sleep(3600)
 """
@@ -49,4 +52,14 @@ def role_script(py: str, roles: str, model: str) -> str:
     return (
         f'if [ "$LAIR_NODE_RANK" = 0 ]; then {py} {roles}/rendezvous.py & exec {serve} --alias tiny; '
         f"else exec {py} {roles}/worker.py; fi"
+    )
+
+
+def headless_script(py: str, roles: str, model: str) -> str:
+    """``sh -c`` text of a vLLM-shaped recipe (entrypoint ``sh -c TEXT fake-vllm``, lair's vLLM
+    flags after it): without ``--headless`` (the head) it serves, with it it runs the worker."""
+    serve = f"{py} -m lair.engines.xllamacpp_server --model {model} --host 0.0.0.0 --port $LAIR_ENGINE_PORT"
+    return (
+        f'case " $* " in *" --headless "*) exec {py} {roles}/worker.py ;; '
+        f"*) {py} {roles}/rendezvous.py & exec {serve} --alias tiny ;; esac"
     )

@@ -1,7 +1,12 @@
 """Through the real ``lair`` command on a real (private) Slurm cluster: the tiny-cpu example and a
 2-node recipe submitted, served, benchmarked and stopped with nothing left (no job or step in
 squeue, no live slurmstepd, no engine process, no run folder); a failing before_serve hook and a
-job cancelled from outside are reported as such, and after_stop still runs on every node."""
+job cancelled from outside are reported as such, and after_stop still runs on every node.
+
+The 2-node recipes are vLLM-shaped (lair's vLLM flags after a ``sh -c`` entrypoint): the head serves,
+the ``--headless`` worker reaches it, so head and workers differ and the job is a heterogeneous one
+(one component per role, as Slurm's own ``squeue --json`` and ``scontrol show job`` say); a recipe
+whose ranks all run the same command stays one job."""
 
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ from launch_helpers import (
     wait_for,
     write_recipe,
 )
-from launch_roles import role_script
+from launch_roles import headless_script, role_script
 
 from lair.testing.slurm import SlurmCluster, live_slurmstepd
 
@@ -106,7 +111,7 @@ def test_tiny_cpu_benchmarked_through_slurm(
 
 
 TWO_NODES = """
-engine = "custom"
+engine = "{engine}"
 runtime = "native"
 name = "two ranks through slurm"
 required_nodes = 2
@@ -116,22 +121,56 @@ port = {port}
 host = "127.0.0.1"
 health_path = "/health"
 ready_timeout_s = 90
-entrypoint = ["sh", "-c", '{script}']
+entrypoint = ["sh", "-c", '{script}', "fake-vllm"]
 before_serve = ["{before}"]
 after_stop = ["touch {markers}/after-stop-$LAIR_NODE_RANK"]
 """
 
 
-def _two_nodes(tmp_path: Path, markers: Path, roles: Path, tiny_model: Path, before: str = "true") -> str:
-    script = role_script(sys.executable, str(roles), str(tiny_model))
-    text = TWO_NODES.format(port=free_port(), script=script, markers=markers, before=before)
+def _two_nodes(
+    tmp_path: Path, markers: Path, roles: Path, tiny_model: Path, before: str = "true", *, het: bool = True
+) -> str:
+    """A 2-node recipe: vLLM-shaped (head and ``--headless`` worker differ), or one command for both."""
+    shape = headless_script if het else role_script
+    script = shape(sys.executable, str(roles), str(tiny_model))
+    engine = "vllm" if het else "custom"
+    text = TWO_NODES.format(engine=engine, port=free_port(), script=script, markers=markers, before=before)
     return write_recipe(tmp_path / "two.toml", text)
 
 
+def het_components(sc: SlurmCluster, job_id: int) -> list[tuple[int, str, str]]:
+    """(offset, nodes, name) of each component of job ``job_id`` by Slurm's own ``squeue --json``
+    (jobs stay there MinJobAge after they ended); [] for a job that is not heterogeneous."""
+    res = subprocess.run(
+        ["squeue", "--json", "--all"],
+        env={**os.environ, **sc.env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    jobs = json.loads(res.stdout)["jobs"]
+    assert any(j["job_id"] == job_id for j in jobs)
+    return sorted((j["het_job_offset"], j["nodes"], j["name"]) for j in jobs if j["het_job_id"] == job_id)
+
+
+def scontrol_job(sc: SlurmCluster, job_id: int) -> str:
+    res = subprocess.run(
+        ["scontrol", "show", "job", str(job_id)], env={**os.environ, **sc.env}, capture_output=True, text=True
+    )
+    return res.stdout
+
+
+@pytest.mark.parametrize("het", [True, False], ids=["head-and-workers-differ", "identical-ranks"])
 def test_two_nodes_served_benchmarked_stopped(
-    slurm_cluster: SlurmCluster, lair_home: Path, tmp_path: Path, markers: Path, roles: Path, tiny_model: Path
+    slurm_cluster: SlurmCluster,
+    lair_home: Path,
+    tmp_path: Path,
+    markers: Path,
+    roles: Path,
+    tiny_model: Path,
+    het: bool,
 ) -> None:
-    recipe = _two_nodes(tmp_path, markers, roles, tiny_model)
+    recipe = _two_nodes(tmp_path, markers, roles, tiny_model, het=het)
     res = lair("launch", recipe, "--cluster", "test-slurm", *BENCH, "--json", timeout=300)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
@@ -143,6 +182,14 @@ def test_two_nodes_served_benchmarked_stopped(
     assert "worker rank 1 of 2 at 127.0.0.1 reached 127.0.0.1:29501: hello from rank 0" in worker
     plan = json.loads((lair_home / "runs" / run_id / "plan.json").read_text())
     assert [(n["name"], n["lair_env"]["LAIR_NODE_RANK"]) for n in plan["nodes"]] == [("n1", "0"), ("n2", "1")]
+    job_id = int(_job(lair_home, run_id)["job_id"])  # type: ignore[call-overload]
+    name = f"lair-{run_id}"
+    if het:  # one component per role: the head's node, then the workers'
+        assert het_components(slurm_cluster, job_id) == [(0, "n1", name), (1, "n2", name)]
+        assert "engine env: VLLM_HOST_IP=127.0.0.1 GLOO_SOCKET_IFNAME=lo" in worker
+    else:
+        assert het_components(slurm_cluster, job_id) == []
+        assert "HetJobId" not in scontrol_job(slurm_cluster, job_id)
     assert_after_stop_ran(markers)
     assert_nothing_left(slurm_cluster, run_id)
 
@@ -159,6 +206,8 @@ def test_failing_before_serve_is_reported_and_after_stop_runs(
     assert_after_stop_ran(markers)
     run_id = re.search(r"run (\S+): submitted", res.stderr)[1]  # type: ignore[index]
     assert json.loads(lair("status", run_id, "--json", check=True).stdout)[0]["state"] == "failed"
+    job_id = int(_job(lair_home, run_id)["job_id"])  # type: ignore[call-overload]
+    assert [c[:2] for c in het_components(slurm_cluster, job_id)] == [(0, "n1"), (1, "n2")]
     assert_nothing_left(slurm_cluster, run_id)
 
 
@@ -170,6 +219,12 @@ def test_job_cancelled_outside_lair_is_reported_and_after_stop_runs(
     try:
         wait_for(lambda: "ready in" in events(lair_home, run_id), timeout=120, what="ready")
         job_id = str(_job(lair_home, run_id)["job_id"])
+        status = json.loads(lair("status", run_id, "--json", check=True).stdout)[0]["slurm"]
+        parts = [(c["het_job_offset"], c["nodes"], c["job_state"]) for c in status["het_components"]]
+        assert parts == [(0, "n1", "RUNNING"), (1, "n2", "RUNNING")]
+        shown = scontrol_job(slurm_cluster, int(job_id))  # one record per component
+        assert f"HetJobId={job_id} HetJobOffset=0" in shown and f"HetJobId={job_id} HetJobOffset=1" in shown
+        assert re.search(r"HetJobOffset=1 .*\n(.*\n)*?\s+NodeList=n2\n", shown)
         subprocess.run(["scancel", job_id], env={**os.environ, **slurm_cluster.env}, check=True, timeout=30)
         _, err = proc.communicate(timeout=180)
     finally:
@@ -294,6 +349,10 @@ def test_two_nodes_each_at_its_own_address(
         f"worker rank 1 of 2 at {addrs[1]} reached {addrs[0]}:29501: hello from rank 0 at {addrs[0]}"
         in worker
     )
+    # the worker's own address and interface (the fixture names each node's link eth0), found on it
+    assert f"engine env: VLLM_HOST_IP={addrs[1]} GLOO_SOCKET_IFNAME=eth0" in worker
+    job_id = int(_job(lair_home, run_id)["job_id"])  # type: ignore[call-overload]
+    assert [c[:2] for c in het_components(slurm_netns_cluster, job_id)] == [(0, "n1"), (1, "n2")]
     plan = json.loads((lair_home / "runs" / run_id / "plan.json").read_text())
     assert [n["lair_env"]["LAIR_MASTER_ADDR"] for n in plan["nodes"]] == [addrs[0], addrs[0]]
     assert_after_stop_ran(markers)

@@ -19,6 +19,7 @@ from lair.plan.slurm import (
     SlurmJobSettings,
     apptainer_argv,
     epilogue_script,
+    heterogeneous,
     main_script,
     node_scripts,
     pyxis_options,
@@ -140,6 +141,47 @@ def test_main_script_steps_per_role() -> None:
     assert "srun --relative=1 --nodes=2 --ntasks=2 --ntasks-per-node=1" in text  # serve: the workers
 
 
+def test_head_and_workers_that_differ_make_a_heterogeneous_job(tmp_path: Path) -> None:
+    plan, r = _plan(tmp_path)  # vLLM mp: the head serves the API, the worker runs --headless
+    assert heterogeneous(plan)  # type: ignore[arg-type]
+    text = main_script(JOB, 3, "lair-run1", sbatch_options(r, SETTINGS), het=True)  # type: ignore[arg-type]
+    res = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True, timeout=10)
+    assert res.returncode == 0, res.stderr
+    header = [ln.removeprefix("#SBATCH ") for ln in text.splitlines() if ln.startswith("#SBATCH")]
+    per_node = ["--ntasks-per-node=1", "--cpus-per-task=6", "--mem=9216M", "--gres=gpu:2", "--time=01:00:00"]
+    per_node += ["--partition=gpu", "--account=lab"]
+    assert header == [
+        "--job-name=lair-run1",
+        "--output=/jobs/run1/logs/%x-%j.out",
+        "--nodes=1",
+        *per_node,
+        "hetjob",
+        "--nodes=2",
+        *per_node,
+    ]
+    # the nodes file: the head's component, then the workers'; every step names its component
+    assert text.index("SLURM_JOB_NODELIST_HET_GROUP_0") < text.index("SLURM_JOB_NODELIST_HET_GROUP_1")
+    steps = [ln.split(" bash ")[0] for ln in text.splitlines() if ln.startswith("srun")]
+    common = "--ntasks-per-node=1 --kill-on-bad-exit=1"
+    assert steps == [
+        f"srun --het-group=0 --relative=0 --nodes=1 --ntasks=1 {common} --job-name=before_serve",
+        f"srun --het-group=1 --relative=0 --nodes=2 --ntasks=2 {common} --job-name=before_serve",
+        f"srun --het-group=0 --relative=0 --nodes=1 --ntasks=1 {common} --job-name=serve",
+        f"srun --het-group=1 --relative=0 --nodes=2 --ntasks=2 {common} --job-name=serve",
+    ]
+
+
+def test_identical_ranks_stay_one_job(tmp_path: Path) -> None:
+    custom = 'engine = "custom"\nruntime = "native"\nrequired_nodes = 2\npipeline_parallel_size = 2\n'
+    custom += 'entrypoint = ["sh", "-c", "exec x"]\n'
+    plan, _ = _plan(tmp_path, custom)
+    assert not heterogeneous(plan)  # type: ignore[arg-type]
+    text = main_script(JOB, 2, "lair-run1", ["--nodes=2"], het=False)
+    assert "hetjob" not in text and "--het-group" not in text and "HET_GROUP" not in text
+    one = main_script(JOB, 1, "lair-run1", ["--nodes=1"], het=True)  # one node: never a hetjob
+    assert "hetjob" not in one and "--het-group" not in one
+
+
 def test_docker_step_runs_in_the_foreground_and_term_stops_the_container(tmp_path: Path) -> None:
     """serve.sh run by bash with a recording ``docker`` on PATH: ``run`` without ``-d``; TERM on the
     step -> ``docker stop`` of the run's container."""
@@ -195,8 +237,9 @@ def test_lair_plan_on_a_slurm_cluster_shows_placeholders_and_the_job(
     out = capsys.readouterr()
     assert "node slurm-node0 (slurm-node0) rank 0" in out.out and "node slurm-node1" in out.out
     assert "Slurm cluster hpc: the nodes are placeholders until the job runs" in out.err
+    assert "#SBATCH --nodes=2" not in out.err  # vLLM's head and headless worker: one component each
+    assert out.err.count("#SBATCH --nodes=1") == 2 and "#SBATCH hetjob" in out.err
     for line in (
-        "#SBATCH --nodes=2",
         "#SBATCH --gres=gpu:2",
         "#SBATCH --partition=gpu",
         "#SBATCH --time=01:00:00",

@@ -9,7 +9,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lair.errors import LaunchError
-from lair.launch.slurm.jobs import ACTIVE_STATES, INFO, SlurmJob, finish, job_state, job_states, status_file
+from lair.launch.slurm.jobs import (
+    ACTIVE_STATES,
+    INFO,
+    SlurmJob,
+    components,
+    finish,
+    job_state,
+    job_states,
+    status_file,
+)
 
 if TYPE_CHECKING:
     from lair.launch.journal import Journal, RunRecord
@@ -43,13 +52,18 @@ def stop_slurm(j: Journal, progress: Progress) -> RunRecord:
 def slurm_status(j: Journal, d: dict[str, Any]) -> dict[str, Any]:
     """``d`` (a run as data) with the job's squeue state; nodes are alive while it runs."""
     job = SlurmJob.load(j)
-    info = job_states(job).get(job.job_id)
+    states = job_states(job)
+    info = states.get(job.job_id)
     state = str(info["job_state"]) if info else "GONE"
+    parts = components(states, job.job_id) if info and info.get("het_job_id") == job.job_id else []
     d["slurm"] = {
         "job_id": job.job_id,
         "after_stop_job_id": job.epilogue_id,
         "job_state": state,
         "job_dir": job.job_dir,
+        "het_components": [
+            {k: x.get(k) for k in ("job_id", "het_job_offset", "nodes", "job_state")} for x in parts
+        ],
     }
     for n in d["nodes"]:
         n["alive"] = state == "RUNNING" and status_file(job, "main") is None

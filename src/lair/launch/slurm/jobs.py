@@ -1,7 +1,9 @@
 """Slurm's commands as lair uses them, and the record of a run's two jobs (``<run>/slurm.json``).
 
 ``SLURM_CONF`` comes from the cluster's ``slurm_conf`` for every command. ``squeue --json`` of
-Slurm 22.05 ignores ``-j``: every job is read and filtered here.
+Slurm 22.05 ignores ``-j``: every job is read and filtered here. A heterogeneous job is one job per
+component (ids ``J``, ``J+1`` ..., each with ``het_job_id`` J): the run's job is J, and it is active
+while any of its components is; its steps show as ``J+K.S``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "ACTIVE_STATES",
     "SlurmJob",
     "check_output",
+    "components",
     "finish",
     "job_name",
     "job_state",
@@ -93,17 +96,27 @@ def job_states(job: SlurmJob) -> dict[int, dict[str, Any]]:
     return {int(x["job_id"]): x for x in data.get("jobs", [])}
 
 
+def components(states: dict[int, dict[str, Any]], job_id: int) -> list[dict[str, Any]]:
+    """The job's records: itself, or every component of the heterogeneous job it leads."""
+    return [x for i, x in states.items() if i == job_id or x.get("het_job_id") == job_id]
+
+
 def job_state(job: SlurmJob, job_id: int | None) -> str:
+    """The job's state (of a heterogeneous job: of a component still active, else of its first)."""
     if job_id is None:
         return "NONE"
-    info = job_states(job).get(job_id)
-    return str(info["job_state"]) if info else "GONE"
+    parts = components(job_states(job), job_id)
+    active = [str(x["job_state"]) for x in parts if x["job_state"] in ACTIVE_STATES]
+    return active[0] if active else str(parts[0]["job_state"]) if parts else "GONE"
 
 
 def steps_left(job: SlurmJob) -> list[str]:
-    ids = {str(i) for i in (job.job_id, job.epilogue_id) if i is not None}
+    """The steps still in squeue of the run's jobs (``J.S``, a component's ``J+K.S``)."""
+    states = job_states(job)
+    jobs = [i for i in (job.job_id, job.epilogue_id) if i is not None]
+    ids = {str(x["job_id"]) for i in jobs for x in components(states, i)} | {str(i) for i in jobs}
     out = check_output(slurm_cmd(job, "squeue", "--steps", "--noheader", "--format=%i"), "squeue --steps")
-    return [s for s in out.split() if s.split(".")[0] in ids]
+    return [s for s in out.split() if s.split(".")[0].split("+")[0] in ids]
 
 
 def status_file(job: SlurmJob, name: str) -> str | None:

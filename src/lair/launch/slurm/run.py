@@ -123,14 +123,15 @@ def _write_plan(plan: Plan, recipe: Recipe, c: Cluster, job_dir: Path) -> None:
 
 
 def _submit_main(plan: Plan, recipe: Recipe, c: Cluster, job_dir: Path) -> int:
-    from lair.plan.slurm import main_script, pyxis_options, sbatch_options
+    from lair.plan.slurm import heterogeneous, main_script, pyxis_options, sbatch_options
 
     settings = _settings(c)
     extra = ""
     if plan.run.runtime != "native" and settings.container == "enroot":
         extra = " ".join(pyxis_options(plan, recipe, str(job_dir))) + " "
     opts = sbatch_options(recipe, settings)
-    script = main_script(str(job_dir), recipe.required_nodes, job_name(plan.run.run_id), opts, extra)
+    name, het = job_name(plan.run.run_id), heterogeneous(plan)
+    script = main_script(str(job_dir), recipe.required_nodes, name, opts, extra, het=het)
     _write(job_dir / "main.sbatch", script, 0o700)
     for sub in ("logs", "status"):  # sbatch opens its output file before the script runs
         (job_dir / sub).mkdir(mode=0o700, exist_ok=True)
@@ -184,7 +185,7 @@ def _wait_nodes(run: _Run) -> list[str]:
             raise KeyboardInterrupt
         names = status_file(run.job, "nodes")
         if names:
-            return names.split()
+            return _distinct(run.job, names.split())
         info = job_states(run.job).get(run.job.job_id)
         state = str(info["job_state"]) if info else "GONE"
         if state not in ACTIVE_STATES:
@@ -197,6 +198,18 @@ def _wait_nodes(run: _Run) -> list[str]:
             said = reason
         time.sleep(POLL_S)
     raise LaunchError(f"job {run.job.job_id} got no nodes in {ALLOC_WAIT_S:g}s", hint="see squeue")
+
+
+def _distinct(job: SlurmJob, names: list[str]) -> list[str]:
+    """The allocation's nodes, one rank each (a heterogeneous job's components may share a node)."""
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise LaunchError(
+            f"job {job.job_id}: Slurm gave {', '.join(twice)} to more than one rank",
+            hint="the head's and the workers' job components shared a node: give the cluster "
+            "exclusive nodes (gres_per_node, or a partition with OverSubscribe=EXCLUSIVE)",
+        )
+    return names
 
 
 def _log_hint(job: SlurmJob) -> str:
@@ -396,13 +409,13 @@ def _with_after_stop(msg: str, run: _Run, problems: list[str]) -> str:
 def slurm_plan(req: Request, c: Cluster) -> tuple[Prepared, str]:
     """What ``lair plan`` shows for a Slurm cluster: the plan on placeholder nodes, the main job."""
     from lair.launch.resolve import rendered_recipe
-    from lair.plan.slurm import main_script, sbatch_options
+    from lair.plan.slurm import heterogeneous, main_script, sbatch_options
 
     prep = prepare_placeholders(req)
     opts = sbatch_options(rendered_recipe(prep, req), _settings(c))
     job_dir = f"<{c.slurm.job_dir if c.slurm and c.slurm.job_dir else 'the run journal'}>/slurm"
-    name = job_name(prep.plan.run.run_id)
-    return prep, main_script(job_dir, prep.recipe.required_nodes, name, opts)
+    name, het = job_name(prep.plan.run.run_id), heterogeneous(prep.plan)
+    return prep, main_script(job_dir, prep.recipe.required_nodes, name, opts, het=het)
 
 
 def prepare_placeholders(req: Request) -> Prepared:
