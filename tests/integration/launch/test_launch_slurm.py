@@ -31,8 +31,10 @@ from launch_helpers import (
     write_recipe,
 )
 from launch_roles import headless_script, role_script
+from slurm_helpers import assert_nothing_left, het_components, scontrol_job
 
-from lair.testing.slurm import SlurmCluster, live_slurmstepd
+from lair.launch.slurm.jobs import SlurmJob, steps_left
+from lair.testing.slurm import SlurmCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 
@@ -40,27 +42,6 @@ ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "examples" / "tiny-cpu" / "recipe.toml"
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 BENCH = ["--bench", "--bench-contexts", "128", "--bench-decode-tokens", "16", "--bench-repeat", "1"]
-
-
-def _engine_processes(run_id: str) -> list[int]:
-    """Processes whose environment says they belong to the run (engine, hooks, step scripts)."""
-    out = []
-    for p in Path("/proc").iterdir():
-        try:
-            env = (p / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"LAIR_RUN_ID={run_id}".encode() in env:
-            out.append(int(p.name))
-    return out
-
-
-def assert_nothing_left(sc: SlurmCluster, run_id: str) -> None:
-    assert sc.squeue() == "", "jobs or steps left in squeue"
-    assert _engine_processes(run_id) == []
-    # a step daemon finishes its own bookkeeping (to slurmctld) just after the job left squeue
-    wait_for(lambda: live_slurmstepd() == [], timeout=15, what="every slurmstepd to exit")
-    assert list(Path("/tmp").glob(f"lair-{run_id}-r*")) == []
 
 
 def _job(home: Path, run_id: str) -> dict[str, object]:
@@ -138,28 +119,6 @@ def _two_nodes(
     return write_recipe(tmp_path / "two.toml", text)
 
 
-def het_components(sc: SlurmCluster, job_id: int) -> list[tuple[int, str, str]]:
-    """(offset, nodes, name) of each component of job ``job_id`` by Slurm's own ``squeue --json``
-    (jobs stay there MinJobAge after they ended); [] for a job that is not heterogeneous."""
-    res = subprocess.run(
-        ["squeue", "--json", "--all"],
-        env={**os.environ, **sc.env},
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    jobs = json.loads(res.stdout)["jobs"]
-    assert any(j["job_id"] == job_id for j in jobs)
-    return sorted((j["het_job_offset"], j["nodes"], j["name"]) for j in jobs if j["het_job_id"] == job_id)
-
-
-def scontrol_job(sc: SlurmCluster, job_id: int) -> str:
-    res = subprocess.run(
-        ["scontrol", "show", "job", str(job_id)], env={**os.environ, **sc.env}, capture_output=True, text=True
-    )
-    return res.stdout
-
-
 @pytest.mark.parametrize("het", [True, False], ids=["head-and-workers-differ", "identical-ranks"])
 def test_two_nodes_served_benchmarked_stopped(
     slurm_cluster: SlurmCluster,
@@ -225,6 +184,18 @@ def test_job_cancelled_outside_lair_is_reported_and_after_stop_runs(
         shown = scontrol_job(slurm_cluster, int(job_id))  # one record per component
         assert f"HetJobId={job_id} HetJobOffset=0" in shown and f"HetJobId={job_id} HetJobOffset=1" in shown
         assert re.search(r"HetJobOffset=1 .*\n(.*\n)*?\s+NodeList=n2\n", shown)
+        # the serve steps Slurm lists (one per component, on n1 and n2) are the ones lair's stop waits for
+        listed = subprocess.run(
+            ["squeue", "--steps", "--noheader", "--format=%i %j %N"],
+            env={**os.environ, **slurm_cluster.env},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.split("\n")
+        serve = {ln.split()[2]: ln.split()[0] for ln in listed if ln.split()[1:2] == ["serve"]}
+        print(f"steps of the hetjob: {listed}", file=sys.stderr)
+        left = steps_left(SlurmJob(**_job(lair_home, run_id)))  # type: ignore[arg-type]
+        assert sorted(serve) == ["n1", "n2"] and set(serve.values()) <= set(left)
         subprocess.run(["scancel", job_id], env={**os.environ, **slurm_cluster.env}, check=True, timeout=30)
         _, err = proc.communicate(timeout=180)
     finally:
