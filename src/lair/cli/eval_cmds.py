@@ -91,6 +91,13 @@ def register(sub: Any) -> None:
     p.add_argument("--api-key-file", type=Path, metavar="PATH", help="bearer token from this file")
     p.add_argument("--api-key", help=argparse.SUPPRESS)  # refused: a key in argv is visible in `ps`
     p.add_argument("--out", type=Path, metavar="DIR", help="write a run report folder here")
+    p.add_argument(
+        "--recipe",
+        type=Path,
+        metavar="FILE",
+        help="the recipe the server runs: the report names and copies it, so `lair submit` can upload it "
+        "(report in the recipe's reports/ unless --out)",
+    )
     p.add_argument("--run-name", default="eval", help="report name")
     p.add_argument("--json", action="store_true", help='print {"suites": [...], "report"}')
     p.set_defaults(handler=cmd_eval)
@@ -141,13 +148,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     opts = eval_options(args, args.suites)
     opts.model, opts.timeout_s, opts.api_key = args.model, args.timeout, _api_key(args)
+    if args.recipe:
+        from lair.recipe import load_recipe
+
+        load_recipe(args.recipe)  # a located error now, not after the evaluation
     result = run_eval(args.url, opts)
     report = None
-    if args.out:
+    if args.out or args.recipe:
         from lair.report import write_run_report
 
         report = write_run_report(
-            None,
+            args.recipe,
             args.run_name,
             empty_bench(result),
             out_dir=args.out,

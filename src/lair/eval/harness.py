@@ -19,7 +19,7 @@ from lair.errors import EvalError
 from lair.eval.model import EvalOptions, RepeatResult, SampleRecord
 from lair.eval.suites import SuiteSpec
 
-__all__ = ["lm_eval_version", "run_task"]
+__all__ = ["lm_eval_version", "offline_env", "run_task"]
 
 _SKIP = {"alias", "name", "sample_len", " "}
 
@@ -31,19 +31,26 @@ def lm_eval_version() -> str:
 
 
 @contextlib.contextmanager
-def _offline(api_key: str | None) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "OPENAI_API_KEY")}
-    os.environ.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", OPENAI_API_KEY=api_key or "")
+def offline_env(**extra: str) -> Iterator[None]:
+    """Hugging Face hub and data sets offline (and ``extra`` variables set) for the duration."""
+    values = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", **extra}
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the harness's own deprecation noise is not ours
-            yield
+        yield
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@contextlib.contextmanager
+def _offline(api_key: str | None) -> Iterator[None]:
+    with offline_env(OPENAI_API_KEY=api_key or ""), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the harness's own deprecation noise is not ours
+        yield
 
 
 def _model_args(url: str, model: str, opts: EvalOptions, seed: int) -> tuple[str, dict[str, Any]]:
@@ -106,8 +113,8 @@ def _records(samples: list[dict[str, Any]], metric_key: str, repeat: int) -> lis
             SampleRecord(
                 doc_id=int(s["doc_id"]),
                 prompt_hash=str(s.get("prompt_hash") or ""),
-                output=str(raw)[:4000],
-                target=str(target)[:500] if target is not None else "",
+                output=str(raw),  # whole: the registry re-scores it
+                target=str(target) if target is not None else "",
                 score=score,
                 verdict=verdict,
                 repeat=repeat,

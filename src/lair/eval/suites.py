@@ -23,11 +23,20 @@ from typing import Any
 
 from lair.errors import EvalError
 
-__all__ = ["BUILTIN", "SuiteSpec", "hub_cached", "resolve_suite"]
+__all__ = [
+    "BUILTIN",
+    "LOCAL_BUILDERS",
+    "SuiteSpec",
+    "builtin_config",
+    "hub_cached",
+    "hub_snapshot",
+    "offline_config",
+    "resolve_suite",
+]
 
 TASKS_DIR = Path(__file__).parent / "tasks"
 BUILTIN = ("gsm8k", "humaneval", "needle", "lair_arith")
-_LOCAL_BUILDERS = {"json", "csv", "parquet", "text", "arrow"}
+LOCAL_BUILDERS = {"json", "csv", "parquet", "text", "arrow"}
 
 
 @dataclass
@@ -81,7 +90,7 @@ def _with_data(cfg: dict[str, Any], data: Path) -> dict[str, Any]:
 
 def _resolve_relative(cfg: dict[str, Any], base: Path) -> dict[str, Any]:
     files = (cfg.get("dataset_kwargs") or {}).get("data_files")
-    if not files or cfg.get("dataset_path") not in _LOCAL_BUILDERS:
+    if not files or cfg.get("dataset_path") not in LOCAL_BUILDERS:
         return cfg
     cfg = dict(cfg)
 
@@ -93,21 +102,47 @@ def _resolve_relative(cfg: dict[str, Any], base: Path) -> dict[str, Any]:
     return cfg
 
 
-def hub_cached(repo: str) -> bool:
-    """Whether the hub data set ``repo`` (``org/name``) is in the local Hugging Face caches."""
+def hub_snapshot(repo: str) -> Path | None:
+    """The folder of the hub data set ``repo`` (``org/name``) in the local hub cache, as ``hf download``
+    leaves it: the snapshot ``refs/main`` names, else the newest one."""
     from huggingface_hub import constants
 
     hub = Path(constants.HF_HUB_CACHE) / ("datasets--" + repo.replace("/", "--"))
-    if (hub / "snapshots").is_dir() and any((hub / "snapshots").iterdir()):
-        return True
+    ref = hub / "refs" / "main"
+    if ref.is_file() and (hub / "snapshots" / ref.read_text().strip()).is_dir():
+        return hub / "snapshots" / ref.read_text().strip()
+    snaps = sorted((hub / "snapshots").iterdir(), key=lambda p: p.stat().st_mtime) if hub.is_dir() else []
+    return snaps[-1] if snaps else None
+
+
+def _datasets_cached(repo: str) -> bool:
+    from huggingface_hub import constants
+
     ds_cache = Path(os.environ.get("HF_DATASETS_CACHE") or Path(constants.HF_HOME) / "datasets")
     return (ds_cache / repo.replace("/", "___")).is_dir()
+
+
+def hub_cached(repo: str) -> bool:
+    """Whether the hub data set ``repo`` (``org/name``) is in the local Hugging Face caches."""
+    return hub_snapshot(repo) is not None or _datasets_cached(repo)
+
+
+def offline_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` reading its hub data set from where it lies offline. The data sets library, offline,
+    finds a hub data set by name only in its own cache (one it once loaded online); a snapshot that
+    ``hf download`` left in the hub cache is read through its folder (its README's configs name the
+    files of each config and split)."""
+    path = str(cfg.get("dataset_path") or "")
+    if not path or path in LOCAL_BUILDERS or Path(path).exists():
+        return cfg
+    snap = hub_snapshot(path)
+    return cfg | {"dataset_path": str(snap)} if snap is not None else cfg
 
 
 def check_data(cfg: dict[str, Any], suite: str) -> str:
     """The data set ``cfg`` reads, checked to be there offline; a clear error when it is not."""
     path = str(cfg.get("dataset_path") or "")
-    if path in _LOCAL_BUILDERS:
+    if path in LOCAL_BUILDERS:
         files = (cfg.get("dataset_kwargs") or {}).get("data_files") or {}
         for f in [x for v in files.values() for x in ([v] if isinstance(v, str) else v)]:
             if "://" not in f and not Path(f).exists():
@@ -138,8 +173,20 @@ def _task_name_spec(name: str, data: Path | None) -> SuiteSpec:
     if entry.yaml_path is None or entry.kind.name.lower() != "task":
         return SuiteSpec(name, "lm_eval", name, data="(lm-eval group: data sets checked when loaded)")
     cfg = _yaml(entry.yaml_path)
-    cfg = _with_data(cfg, data) if data else cfg
+    cfg = _with_data(cfg, data) if data else offline_config(cfg)
     return SuiteSpec(name, "lm_eval", cfg, data=check_data(cfg, name))
+
+
+def builtin_config(name: str) -> dict[str, Any] | None:
+    """The lm-eval task config of a lair suite scored by exact match (``lair_arith``, ``gsm8k``), its
+    data set not checked; None for any other name. The registry re-scores uploads with it."""
+    if name == "lair_arith":
+        return _resolve_relative(_yaml(TASKS_DIR / "lair_arith.yaml"), TASKS_DIR)
+    if name == "gsm8k":
+        import lm_eval.tasks
+
+        return _yaml(Path(lm_eval.tasks.__file__).parent / "gsm8k" / "gsm8k.yaml")
+    return None
 
 
 def resolve_suite(name: str, data: Path | None = None) -> SuiteSpec:
@@ -160,5 +207,5 @@ def resolve_suite(name: str, data: Path | None = None) -> SuiteSpec:
         cfg, kind = _resolve_relative(_yaml(path), path.resolve().parent), "lm_eval"
     else:
         return _task_name_spec(name, data)
-    cfg = _with_data(cfg, data) if data else cfg
+    cfg = _with_data(cfg, data) if data else offline_config(cfg)
     return SuiteSpec(name, kind, cfg, data=check_data(cfg, name))

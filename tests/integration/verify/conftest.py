@@ -1,14 +1,65 @@
 """Real run reports for the registry's verification: the bundled tiny-cpu example launched and
-benchmarked on llama.cpp (xllamacpp) through the real ``lair`` command, once per session."""
+benchmarked on llama.cpp (xllamacpp) through the real ``lair`` command, once per session; and the
+registry they are uploaded to (the real app in process, over SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
+from starlette.testclient import TestClient
 from verify_helpers import BENCH, lair, tiny_copy
+
+from lair.registry.db.engine import connect_url, make_engine, migrate
+from lair.registry.service.accounts import create_token, create_user
+from lair.registry.service.publish import seed_examples
+from lair.registry.web.app import create_app
+from lair.testing.registry import pg_database
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Headless Chromium (the system package) through Playwright."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    with pg_database() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[TestClient, Engine, Path]]:
+    """The registry (bundled examples published, an uploader's token set) and its blob folder."""
+    url = (
+        connect_url(str(tmp_path / "r.sqlite3"))
+        if request.param == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
+    engine = make_engine(url)
+    migrate(engine)
+    with engine.begin() as conn:
+        seed_examples(conn)
+        token = create_token(conn, create_user(conn, "rig-owner"), "cli")
+    blobs = tmp_path / "blobs"
+    with TestClient(create_app(url, blobs=str(blobs)), raise_server_exceptions=False) as c:
+        c.headers["authorization"] = f"Bearer {token}"
+        yield c, engine, blobs
+    if request.param == "postgresql":
+        migrate(engine, "base")
+    engine.dispose()
 
 
 @pytest.fixture(scope="session")

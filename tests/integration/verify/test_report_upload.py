@@ -9,7 +9,6 @@ import io
 import json
 import os
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,42 +18,11 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from lair.client import pack_report
-from lair.registry.db.engine import connect_url, make_engine, migrate
 from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.archive import MAX_ARCHIVE_BYTES, MAX_UNPACKED_BYTES
-from lair.registry.service.publish import seed_examples
 from lair.registry.service.recompute import check_cells
-from lair.registry.web.app import create_app
-from lair.testing.registry import pg_database
 
 pytestmark = [pytest.mark.integration]
-
-
-@pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
-    with pg_database() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[TestClient, Engine, Path]]:
-    url = (
-        connect_url(str(tmp_path / "r.sqlite3"))
-        if request.param == "sqlite"
-        else request.getfixturevalue("pg_url")
-    )
-    engine = make_engine(url)
-    migrate(engine)
-    with engine.begin() as conn:
-        seed_examples(conn)
-        token = create_token(conn, create_user(conn, "rig-owner"), "cli")
-    blobs = tmp_path / "blobs"
-    with TestClient(create_app(url, blobs=str(blobs)), raise_server_exceptions=False) as c:
-        c.headers["authorization"] = f"Bearer {token}"
-        yield c, engine, blobs
-    if request.param == "postgresql":
-        migrate(engine, "base")
-    engine.dispose()
 
 
 def _post(c: TestClient, data: bytes, **headers: str) -> Any:

@@ -2,8 +2,9 @@
 
 ``submit_report`` refuses before anything is written (archive, verification: 413/422 with every
 reason; the same raw timings uploaded again: 409). An accepted report gets a row in ``reports``, its
-raw files in the blob store under ``reports/<id>/`` and one ``verified`` measurement per cell, tied to
-the revision the report names; the recipe's ``verified_rows`` facet is bumped for the filters.
+raw files in the blob store under ``reports/<id>/``, one ``verified`` measurement per cell and one
+quality row per evaluated suite (verified or reported-by-report, :mod:`.rescore`), tied to the
+revision the report names; the recipe's ``verified_rows`` facet is bumped for the filters.
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from lair.errors import RegistryError
 from lair.registry.db.schema import Report
 from lair.registry.service.archive import unpack
 from lair.registry.service.blobs import BlobStore
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, bump_version, now, visible
+from lair.registry.service.publish import (
+    MEASUREMENTS,
+    QUALITY,
+    RECIPES,
+    REVISIONS,
+    bump_version,
+    now,
+    visible,
+)
 from lair.registry.service.verify import Found, Verified, verify_report
 
 __all__ = ["REPORTS", "find_revision", "get_report", "read_report_file", "report_files", "submit_report"]
@@ -29,7 +38,8 @@ __all__ = ["REPORTS", "find_revision", "get_report", "read_report_file", "report
 REPORTS = cast(sa.Table, Report.__table__)
 
 _KEPT = re.compile(
-    r"^(results\.json|requests\.jsonl|fingerprint\.json|report\.md|[\w.-]+\.recipe\.toml|logs/[\w.-]+\.log)$"
+    r"^(results\.json|requests\.jsonl|fingerprint\.json|report\.md|eval_samples\.jsonl|[\w.-]+\.recipe\.toml"
+    r"|logs/[\w.-]+\.log)$"
 )
 """The raw files kept and served (as plain text); report.html is not served from the registry's origin."""
 
@@ -76,7 +86,12 @@ def _record(
             files=json.dumps(kept), run_name=v.run_name[:500], created_at=now(),
         )
     )  # fmt: skip
-    conn.execute(sa.insert(MEASUREMENTS), _measurements(v, ids, report_id, user_id))
+    if v.rows:
+        conn.execute(sa.insert(MEASUREMENTS), _measurements(v, ids, report_id, user_id))
+    if v.quality:
+        base: dict[str, Any] = {"recipe_id": ids[0], "revision_id": ids[1], "submitted_by": user_id}
+        base |= {"rig_fingerprint": v.rig, "report_id": report_id, "created_at": now()}
+        conn.execute(sa.insert(QUALITY), [base | q for q in v.quality])
     best = max((r["decode_tok_s"] or 0.0 for r in v.rows), default=0.0)
     rec = RECIPES.c
     conn.execute(
@@ -118,7 +133,8 @@ def submit_report(conn: Connection, data: bytes, *, user_id: int | None, store: 
         raise RegistryError(
             409, "duplicate", "this report was uploaded already", reasons=["duplicate: uploaded already"]
         ) from None
-    return {"ok": True, "id": report_id, "slug": v.found.slug, "revision": v.found.revision, "rows": v.rows}
+    out = {"ok": True, "id": report_id, "slug": v.found.slug, "revision": v.found.revision, "rows": v.rows}
+    return out | {"quality": v.quality}
 
 
 def get_report(conn: Connection, report_id: str) -> dict[str, Any]:

@@ -10,7 +10,10 @@
 3. every cell agrees with its recomputation from the raw timings and is a clean measurement
    (:mod:`.recompute`);
 4. no row is above 100% of the roofline of the fingerprint's GPUs (when the registry knows the
-   model's facts and the fingerprint names a GPU; otherwise the row says why it was not rated).
+   model's facts and the fingerprint names a GPU; otherwise the row says why it was not rated);
+5. with an evaluation (``lair eval --recipe``, ``lair launch --eval``), every suite agrees with its
+   per-sample records, re-scored where the registry can (:mod:`.rescore`). A report may hold an
+   evaluation and no speed cells.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from lair.registry.service.archive import refuse
 from lair.registry.service.asrun import check_as_run
 from lair.registry.service.canonical import recipe_from_canonical
 from lair.registry.service.recompute import check_cells
+from lair.registry.service.rescore import SAMPLES, check_eval
 
 __all__ = ["Found", "Verified", "rig_fingerprint", "verify_report"]
 
@@ -44,7 +48,8 @@ class Found:
 
 @dataclass
 class Verified:
-    """An accepted report: its revision, its speed rows, the rig and the digest that dedupes it."""
+    """An accepted report: its revision, its speed and quality rows, the rig and the digest that
+    dedupes it."""
 
     found: Found
     digest: str
@@ -52,6 +57,7 @@ class Verified:
     fingerprint: dict[str, Any]
     run_name: str
     rows: list[dict[str, Any]] = field(default_factory=list)
+    quality: list[dict[str, Any]] = field(default_factory=list)
 
 
 def rig_fingerprint(fp: dict[str, Any]) -> str:
@@ -164,9 +170,15 @@ def _speed_rows(cells: list[dict[str, Any]], ratings: list[Any], why: str) -> li
     ]
 
 
-def digest_of(rows: list[dict[str, Any]]) -> str:
-    """The report's identity: its raw timings (every run's differ), independent of file layout."""
-    blob = json.dumps(rows, sort_keys=True, separators=(",", ":"))
+def digest_of(rows: list[dict[str, Any]], doc: dict[str, Any] | None = None, samples: bytes = b"") -> str:
+    """The report's identity: its raw timings (every run's differ), independent of file layout; with
+    an evaluation, also its start and end and its per-sample records (greedy outputs repeat)."""
+    ev = (doc or {}).get("eval")
+    key: Any = rows
+    if ev:
+        when = [ev.get("started_at"), ev.get("finished_at")]
+        key = {"requests": rows, "eval": when, "samples": hashlib.sha256(samples).hexdigest()}
+    blob = json.dumps(key, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -177,9 +189,11 @@ def verify_report(files: dict[str, bytes], find_revision: Callable[[str], Found 
     if not doc:
         raise refuse(422, "report_refused", reasons or ["not a lair run report"])
     found = _revision(doc, files, find_revision, reasons)
-    _, cell_reasons = check_cells(doc["bench"], rows)
-    reasons += cell_reasons
     cells = doc["bench"].get("cells") or []
+    quality, eval_reasons = check_eval(doc, files)
+    if cells or not doc.get("eval"):
+        reasons += check_cells(doc["bench"], rows)[1]
+    reasons += eval_reasons
     fp = doc.get("fingerprint") or {}
     ratings, why = _ratings(recipe_from_canonical(found.toml), fp, cells) if found else ([], "")
     for cell, rate in zip(cells, ratings, strict=False):
@@ -189,4 +203,5 @@ def verify_report(files: dict[str, bytes], find_revision: Callable[[str], Found 
     if reasons or found is None:
         raise refuse(422, "report_refused", reasons)
     rows_out = _speed_rows(cells, ratings, why)
-    return Verified(found, digest_of(rows), rig_fingerprint(fp), fp, str(doc.get("run_name") or ""), rows_out)
+    digest = digest_of(rows, doc, files.get(SAMPLES, b""))
+    return Verified(found, digest, rig_fingerprint(fp), fp, str(doc.get("run_name") or ""), rows_out, quality)
