@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 import warnings
 from collections.abc import Iterator
@@ -17,9 +16,9 @@ from typing import Any
 
 from lair.errors import EvalError
 from lair.eval.model import EvalOptions, RepeatResult, SampleRecord
-from lair.eval.suites import SuiteSpec
+from lair.eval.suites import SuiteSpec, offline_env
 
-__all__ = ["lm_eval_version", "offline_env", "run_task"]
+__all__ = ["lm_eval_version", "run_task"]
 
 _SKIP = {"alias", "name", "sample_len", " "}
 
@@ -28,22 +27,6 @@ def lm_eval_version() -> str:
     from importlib.metadata import version
 
     return version("lm_eval")
-
-
-@contextlib.contextmanager
-def offline_env(**extra: str) -> Iterator[None]:
-    """Hugging Face hub and data sets offline (and ``extra`` variables set) for the duration."""
-    values = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", **extra}
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @contextlib.contextmanager

@@ -15,8 +15,10 @@ Hugging Face cache only (lair sets ``HF_DATASETS_OFFLINE`` and ``HF_HUB_OFFLINE`
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ __all__ = [
     "hub_cached",
     "hub_snapshot",
     "offline_config",
+    "offline_env",
     "resolve_suite",
 ]
 
@@ -100,6 +103,22 @@ def _resolve_relative(cfg: dict[str, Any], base: Path) -> dict[str, Any]:
     fixed = {k: fix(v) if isinstance(v, str) else [fix(x) for x in v] for k, v in files.items()}
     cfg["dataset_kwargs"] = {**cfg["dataset_kwargs"], "data_files": fixed}
     return cfg
+
+
+@contextlib.contextmanager
+def offline_env(**extra: str) -> Iterator[None]:
+    """Hugging Face hub and data sets offline (and ``extra`` variables set) for the duration."""
+    values = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", **extra}
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def hub_snapshot(repo: str) -> Path | None:

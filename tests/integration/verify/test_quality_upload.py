@@ -214,7 +214,10 @@ def test_two_rigs_that_agree_replicate_one_rig_twice_does_not(
     assert _post(c, other).status_code == 201
     assert _tiers(c) == [("replicated", 2, 0.0)] * 3
     page = c.get("/recipes/tiny-cpu").text
-    assert page.count('data-tier="replicated"') == 3 and '<span class="rigs">2 rigs</span> · spread 0.0 pt' in page
+    assert (
+        page.count('data-tier="replicated"') == 3
+        and '<span class="rigs">2 rigs</span> · spread 0.0 pt' in page
+    )
 
 
 def test_lair_submit_of_an_eval_report_shows_the_verified_row_in_chromium(

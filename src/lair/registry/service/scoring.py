@@ -75,8 +75,7 @@ def _references(suite: str) -> tuple[tuple[str, ...] | None, str]:
     """The targets of the suite's test documents, in lm-eval's doc_id order (offline)."""
     import datasets
 
-    from lair.eval.harness import offline_env
-    from lair.eval.suites import LOCAL_BUILDERS, builtin_config, hub_cached, offline_config
+    from lair.eval.suites import LOCAL_BUILDERS, builtin_config, hub_cached, offline_config, offline_env
 
     cfg = builtin_config(suite) or {}
     target = _target_of(cfg.get("doc_to_target"))

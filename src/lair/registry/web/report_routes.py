@@ -22,7 +22,9 @@ from lair.registry.web.writes import write_limit
 
 __all__ = ["report_file", "report_json", "report_page", "submit"]
 
-_TEXT = {"json": "application/json", "jsonl": "application/x-ndjson", "md": "text/markdown"}
+_TEXT = {"json": "application/json", "md": "text/markdown"}
+"""Media types of the raw files; JSON Lines (timings, per-sample records) are text/plain, so a browser
+shows them where application/x-ndjson would be downloaded."""
 
 
 def _uploader(request: Request, actor: Actor | None) -> Actor:
