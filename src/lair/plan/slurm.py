@@ -21,8 +21,9 @@ component (``srun --het-group=K``); the nodes file lists component 0's node, the
 The components get the same resources: a recipe gives one set for every node. When every rank runs
 the same command (a ``custom`` engine told its rank by ``LAIR_NODE_RANK``) it stays one job.
 
-A job that Slurm cancelled cannot start new steps, so ``after_stop`` (with the container stop and the
-run folder's removal) runs as the steps of a second job, submitted with ``--dependency=afterany`` on
+A job that Slurm cancelled cannot start new steps, so ``after_stop`` (with the container stop, the
+end of any process of the run still on the node, and the run folder's removal) runs as the steps of
+a second job, submitted with ``--dependency=afterany`` on
 the same nodes: it runs however the main job ended (stopped, failed, cancelled, out of time).
 
 Everything a step says goes to ``JOB/logs/<stage>-r<rank>.log``; each stage leaves its exit code in
@@ -357,11 +358,26 @@ def _serve(plan: Plan, r: Recipe, n: NodePlan, container: Container) -> str:
     return "\n".join(["set -u", *body]) + "\n"
 
 
+_REAP = r"""# the run's processes left on this node: every one whose environment says LAIR_RUN_ID=RUN (a
+# server's children that outlived it escape Slurm's process tracking once they are orphaned)
+left() { grep -lsxzF "LAIR_RUN_ID=$1" /proc/[0-9]*/environ | cut -d/ -f3 | grep -vx "$$" | tr '\n' ' '; }
+reap() {  # RUN: TERM what is left, KILL it after 10 s, fail if anything survives
+  pids=$(left "$1"); [ -n "$pids" ] || return 0
+  echo "lair: stopping processes of the run left on $(hostname): $pids"
+  kill -TERM $pids 2>/dev/null
+  for _ in $(seq 100); do [ -n "$(left "$1")" ] || return 0; sleep 0.1; done
+  kill -KILL $(left "$1") 2>/dev/null
+  for _ in $(seq 50); do [ -n "$(left "$1")" ] || return 0; sleep 0.1; done
+  echo "lair: processes $(left "$1") of the run survived SIGKILL" >&2; return 1
+}"""
+
+
 def _after_stop(n: NodePlan) -> str:
-    lines = [_LIB, "status=0"]
+    lines = [_LIB, _REAP, "status=0"]
     for s in n.stage(Stage.STOP):
         if s.argv:
             lines.append(f"{shlex.join(s.argv)} >/dev/null 2>&1")
+    lines.append(f"reap {shlex.quote(n.lair_env['LAIR_RUN_ID'])} || status=$?")
     for s in n.stage(Stage.AFTER_STOP):
         lines.append(_hook(s).replace("|| exit $?", "|| status=$?"))
     lines += [f"rm -rf {shlex.quote(n.workdir)}", "exit $status"]

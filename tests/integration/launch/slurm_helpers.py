@@ -12,16 +12,18 @@ from launch_helpers import wait_for
 from lair.testing.slurm import SlurmCluster, live_slurmstepd
 
 
-def _engine_processes(run_id: str) -> list[int]:
-    """Processes whose environment says they belong to the run (engine, hooks, step scripts)."""
+def _engine_processes(run_id: str) -> list[str]:
+    """Processes whose environment says they belong to the run (engine, hooks, step scripts), as
+    ``PID COMMAND``."""
     out = []
     for p in Path("/proc").iterdir():
         try:
             env = (p / "environ").read_bytes().split(b"\0")
+            if f"LAIR_RUN_ID={run_id}".encode() in env:
+                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                out.append(f"{p.name} {cmd[:200]}")
         except OSError:
             continue
-        if f"LAIR_RUN_ID={run_id}".encode() in env:
-            out.append(int(p.name))
     return out
 
 

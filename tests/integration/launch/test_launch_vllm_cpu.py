@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 from launch_helpers import assert_clean, lair, python_rig, run_record, write_recipe
+from slurm_helpers import assert_nothing_left, het_components
 
 from lair.testing.nodes import NetnsNodes
+from lair.testing.slurm import SlurmCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -177,6 +179,51 @@ def test_vllm_tp2_mp_over_two_ssh_nodes_bench_and_stop(
     assert run_record(lair_home, run_id)["state"] == "stopped"
     assert_clean(lair_home, run_id, ssh_nodes)
     assert [_netns_pids(n.name) for n in ssh_nodes.nodes] == [[], []]
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(600)
+def test_vllm_tp2_mp_through_a_slurm_heterogeneous_job(
+    slurm_netns_cluster: SlurmCluster, tiny_model: Path, vllm_venv: Path, lair_home: Path, tmp_path: Path
+) -> None:
+    """Real vLLM, TP=2 over the two nodes of a Slurm whose slurmd each live in a network namespace:
+    the API server on the head's component, the --headless worker on the other, each told its own
+    address by the allocation; served, benchmarked, stopped, nothing left."""
+    assert slurm_netns_cluster.netns is not None
+    addrs = [n.address for n in slurm_netns_cluster.netns.nodes]
+    text = TWO_NODES.format(model=tiny_model.parent / "hf", venv=vllm_venv).replace(
+        'cluster = "test-nodes"\n', ""
+    )
+    recipe = write_recipe(tmp_path / "tp2.toml", text)
+    res = lair(
+        "launch",
+        recipe,
+        "--cluster",
+        "test-slurm-netns",
+        "--bench",
+        *BENCH,
+        "--bench-repeat",
+        "1",
+        "--json",
+        timeout=550,
+    )
+    print(res.stderr)  # the launch log: job, nodes, ready time, stop
+    assert res.returncode == 0, res.stderr[-4000:]
+    out = json.loads(res.stdout)
+    run_id = out["run_id"]
+    assert f"waiting for http://{addrs[0]}:8000/health" in res.stderr
+    cells = out["bench"]["cells"]
+    assert [(c["context"], c["concurrency"]) for c in cells] == [(128, 1), (128, 2)]
+    assert all(c["completion_tokens"] == 16 and c["errors"] == 0 for c in cells)
+    job_id = json.loads((lair_home / "runs" / run_id / "slurm.json").read_text())["job_id"]
+    assert [c[:2] for c in het_components(slurm_netns_cluster, job_id)] == [(0, "n1"), (1, "n2")]
+    plan = json.loads((lair_home / "runs" / run_id / "plan.json").read_text())
+    assert [n["engine_env"]["VLLM_HOST_IP"] for n in plan["nodes"]] == addrs
+    assert "--headless" in " ".join(
+        next(s["command"] for s in plan["nodes"][1]["steps"] if s["kind"] == "start")
+    )
+    assert out["state"] == "stopped"
+    assert_nothing_left(slurm_netns_cluster, run_id)
 
 
 RAY = """

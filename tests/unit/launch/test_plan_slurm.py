@@ -182,6 +182,38 @@ def test_identical_ranks_stay_one_job(tmp_path: Path) -> None:
     assert "hetjob" not in one and "--het-group" not in one
 
 
+def test_after_stop_ends_what_the_run_left_on_the_node(tmp_path: Path) -> None:
+    """after_stop.sh run with bash: processes of the run (by their LAIR_RUN_ID) that outlived the job
+    are ended, one ignoring TERM by KILL; another run's process is left alone."""
+    native = 'engine = "custom"\nruntime = "native"\nentrypoint = ["sh", "-c", "exec x"]\n'
+    plan, r = _plan(tmp_path, native)
+    script = node_scripts(plan, r, SlurmJobSettings(container="none"), JOB)[0]["r0/after_stop.sh"]  # type: ignore[arg-type]
+
+    def spawn(run_id: str, cmd: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "LAIR_RUN_ID": run_id}
+        return subprocess.Popen(["sh", "-c", cmd], env=env, start_new_session=True)
+
+    polite, stubborn = (
+        spawn("run1", "exec sleep 300"),
+        spawn("run1", "trap '' TERM; while :; do sleep 0.1; done"),
+    )
+    other = spawn("run10", "exec sleep 300")
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "LAIR_RUN_ID"}
+        t0 = time.monotonic()
+        res = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert "lair: stopping processes of the run left on" in res.stdout
+        assert str(polite.pid) in res.stdout and str(stubborn.pid) in res.stdout
+        assert str(other.pid) not in res.stdout
+        assert polite.wait(timeout=5) == -signal.SIGTERM and stubborn.wait(timeout=5) == -signal.SIGKILL
+        assert other.poll() is None and time.monotonic() - t0 >= 10  # KILL only after the 10 s grace
+    finally:
+        for p in (polite, stubborn, other):
+            p.kill()
+            p.wait()
+
+
 def test_docker_step_runs_in_the_foreground_and_term_stops_the_container(tmp_path: Path) -> None:
     """serve.sh run by bash with a recording ``docker`` on PATH: ``run`` without ``-d``; TERM on the
     step -> ``docker stop`` of the run's container."""
