@@ -9,7 +9,9 @@ Seeds a fresh database (SQLite file in a temp dir; a PostgreSQL database of its 
 
 - recipe JSON: ``/api/v1/recipes/<slug>.json`` over 1,000 different recipes;
 - recipe page: ``/recipes/<slug>`` over the same 1,000;
-- filtered search, 20 hits: ``/api/v1/recipes?gpu=..&min_context=..&limit=20`` over 60 filter combinations.
+- filtered search, 20 hits: ``/api/v1/recipes?gpu=..&min_context=..&limit=20`` over 60 filter combinations;
+- verified sort, 20 hits: ``/api/v1/recipes?verified=1&sort=decode[&gpu=..][&context=..]&limit=20`` over 42
+  combinations (a quarter of the recipes have 2 verified rows each; held to the filtered search's targets).
 
 Each endpoint is warmed up (every URL once), then loaded for ``--seconds``. Prints req/s, p50, p99
 and the ratio to the targets, and writes everything to ``benchmarks/out/registry_load.json``.
@@ -29,6 +31,7 @@ import time
 import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 LUA = ROOT / "benchmarks" / "data" / "registry_wrk.lua"
@@ -59,6 +62,8 @@ TARGETS = {  # req/s, p99 ms
     "sqlite": {"recipe_json": (10000, 10), "recipe_page": (5000, 20), "search": (2000, 40)},
     "postgresql": {"recipe_json": (5000, 20), "recipe_page": (3000, 30), "search": (800, 100)},
 }
+for _kind in TARGETS.values():
+    _kind["verified_sort"] = _kind["search"]
 
 
 def synthetic_recipe(i: int, rng: random.Random) -> str:
@@ -113,8 +118,22 @@ def seed(url: str, n: int) -> float:
     with engine.begin() as conn:
         for k in range(0, n, 1000):
             publish_many(conn, batch[k : k + 1000], owner="bench")
+        verify_some(conn)
     engine.dispose()
     return time.monotonic() - t0
+
+
+def verify_some(conn: Any) -> None:
+    """Every 4th recipe's rows at 8K and 64K become verified (as if a report had been accepted)."""
+    import sqlalchemy as sa
+
+    from lair.registry.service.publish import MEASUREMENTS as M
+    from lair.registry.service.speeds import refresh_speeds
+
+    picked = sa.and_(M.c.recipe_id % 4 == 0, M.c.context.in_([8192, 65536]))
+    conn.execute(sa.update(M).where(picked).values(provenance="verified", rig_fingerprint="bench-rig"))
+    for rid in conn.execute(sa.select(M.c.recipe_id).where(picked).distinct()).scalars().all():
+        refresh_speeds(conn, rid)
 
 
 def paths_for(n: int) -> dict[str, list[str]]:
@@ -127,10 +146,18 @@ def paths_for(n: int) -> dict[str, list[str]]:
                 searches.append(
                     f"/api/v1/recipes?gpu={gpu.replace(' ', '+')}&min_context={ctx}&tag={tag}&limit=20"
                 )
+    verified = [
+        "/api/v1/recipes?verified=1&sort=decode&limit=20"
+        + (f"&gpu={gpu.replace(' ', '+')}" if gpu else "")
+        + (f"&context={ctx}" if ctx else "")
+        for gpu in [None, *(g for g, _ in GPUS)]
+        for ctx in [None, *CONTEXTS]
+    ]
     return {
         "recipe_json": [f"/api/v1/recipes/{s}.json" for s in slugs],
         "recipe_page": [f"/recipes/{s}" for s in slugs],
         "search": searches,
+        "verified_sort": verified,
     }
 
 
@@ -190,7 +217,7 @@ def bench_db(kind: str, args: argparse.Namespace, stack: ExitStack, tmp: Path) -
                 for name, paths in paths_for(args.recipes).items():
                     hits = warm(base, paths)
                     r = run_wrk(base, paths, args.seconds, args.connections, args.threads, tmp)
-                    if name == "search":
+                    if name in ("search", "verified_sort"):
                         r["hits_per_query"] = round(hits / len(paths), 1)
                     results[f"{mode}:{name}"] = r
                     print(

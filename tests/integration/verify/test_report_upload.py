@@ -86,6 +86,9 @@ def test_a_real_report_is_verified_stored_and_a_second_upload_is_a_duplicate(
     fp = c.get(f"/reports/{doc['id']}/files/fingerprint.json")
     assert fp.json() == json.loads((tiny_report / "fingerprint.json").read_text())
     assert fp.headers["x-content-type-options"] == "nosniff"
+    ranked = c.get("/api/v1/recipes", params={"verified": 1, "sort": "decode"}).json()["items"]
+    best = max(cell["decode_tok_s_aggregate"] for cell in cells)
+    assert [(i["slug"], i["best_verified_decode_tok_s"]) for i in ranked] == [("tiny-cpu", best)]
     dup = _post(c, pack_report(tiny_report))
     assert dup.status_code == 409 and dup.json()["error"]["code"] == "duplicate"
     assert _stored(engine, blobs)[:2] == (1, len(cells))
@@ -109,6 +112,7 @@ def test_a_verified_row_retracted_by_its_uploader_stays_struck(site: Any, tiny_r
     )
     page = c.get("/recipes/tiny-cpu").text
     assert "<s>verified</s>" in page and "thermal throttling" in page
+    assert c.get("/api/v1/recipes", params={"verified": 1}).json()["items"] == []  # nothing verified left
 
 
 def test_faster_numbers_in_results_json_are_refused(site: Any, report_copy: Path) -> None:

@@ -3,12 +3,14 @@ inputs; no 5xx, statuses, content types and bodies conform to the document."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
+import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from registry_paths import LLAMA
 from schemathesis.checks import not_a_server_error
@@ -22,7 +24,9 @@ from schemathesis.specs.openapi.checks import (
 
 from lair.registry.db.engine import connect_url, make_engine, migrate
 from lair.registry.service.accounts import create_token, create_user
-from lair.registry.service.publish import publish, seed_examples
+from lair.registry.service.blobs import FileBlobStore
+from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, now, publish, seed_examples
+from lair.registry.service.reports import REPORTS
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import COOKIE, UNSAFE_METHODS
 from lair.testing.registry import unsafe_routes
@@ -37,8 +41,9 @@ def _schema(tmp: Path) -> Any:
         uid = create_user(conn, "tester", admin=True)
         TOKEN[:] = [create_token(conn, uid)]  # the same name and token in both databases' fixtures
         publish(conn, LLAMA.read_text(), owner="tester")
+        _store_report(conn, FileBlobStore(tmp / "blobs"), uid)
     engine.dispose()
-    return schemathesis.openapi.from_asgi("/api/v1/openapi.json", create_app(url))
+    return schemathesis.openapi.from_asgi("/api/v1/openapi.json", create_app(url, blobs=str(tmp / "blobs")))
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +70,49 @@ def write_schema(tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: p
     return schema
 
 
+REPORT_ID = "0123456789abcdef"
+REPORT_FILES = {
+    "fingerprint.json": json.dumps(
+        {"gpus": {"count": 1, "models": ["NVIDIA H100 80GB HBM3"]}, "ram_bytes": 1 << 36}
+    ),
+    "results.json": json.dumps({"kind": "lair.run_report", "bench": {"cells": []}}),
+    "requests.jsonl": '{"ttft_ms": 20.5}\n{"ttft_ms": 21.0}\n',
+    "report.md": "# run\n",
+    "llama31-8b.recipe.toml": 'engine = "sglang"\n',
+    "logs/engine.log": "ready\n",
+}
+
+
+def _store_report(conn: sa.Connection, store: FileBlobStore, uid: int) -> None:
+    """A stored report, as an accepted upload leaves it: its row, its raw files in the blob store and
+    a verified speed row of the Llama recipe that links to them."""
+    rec, rev = conn.execute(
+        sa.select(RECIPES.c.id, REVISIONS.c.id)
+        .join(REVISIONS, REVISIONS.c.recipe_id == RECIPES.c.id)
+        .where(RECIPES.c.slug == "llama31-8b-rtx4090-sglang")
+    ).one()
+    for name, text in REPORT_FILES.items():
+        store.put(f"reports/{REPORT_ID}/{name}", text.encode())
+    ids = {"recipe_id": rec, "revision_id": rev, "rig_fingerprint": "f" * 64, "submitted_by": uid}
+    conn.execute(
+        sa.insert(REPORTS).values(
+            id=REPORT_ID,
+            digest="d" * 64,
+            fingerprint=REPORT_FILES["fingerprint.json"],
+            files=json.dumps(sorted(REPORT_FILES)),
+            run_name="llama31-8b",
+            created_at=now(),
+            **ids,
+        )
+    )
+    conn.execute(
+        sa.insert(MEASUREMENTS).values(
+            context=2048, concurrency=1, decode_tok_s=120.0, provenance="verified", report_id=REPORT_ID,
+            created_at=now(), **ids,
+        )
+    )  # fmt: skip
+
+
 OPERATIONS = [
     "listRecipes",
     "getRecipe",
@@ -74,6 +122,9 @@ OPERATIONS = [
     "listGpus",
     "diffRevisions",
     "getReport",
+    "getReportById",
+    "getReportFile",
+    "getReportLog",
 ]
 WRITES = [
     "publishRecipe",
@@ -131,7 +182,7 @@ def test_api_conforms_to_its_openapi_document(api_schema: Any, operation_id: str
     seen: list[int] = []
     # a cursor is opaque: only one the API returned is valid, so a generated one is rightly a 422
     # and a report id is only valid when a report was uploaded under it
-    skip = [positive_data_acceptance] if operation_id in ("listRecipes", "getReport") else []
+    skip = [positive_data_acceptance] if operation_id == "listRecipes" or "Report" in operation_id else []
 
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(case=operation.as_strategy())
@@ -177,3 +228,45 @@ def test_every_write_operation_declares_security(api_schema: Any, tmp_path: Path
     assert set(writes) <= unsafe_routes(create_app(connect_url(str(tmp_path / "r.sqlite3"))))
     reads = [op for item in doc["paths"].values() for m, op in item.items() if m == "get"]
     assert all("security" not in op for op in reads)  # reads are public
+
+
+def test_a_stored_report_and_its_raw_files_answer_200_in_their_schemas(api_schema: Any) -> None:
+    """Explicit cases with the stored report's id (a generated id is a 404): every check, the 200
+    path included, and the bodies are the stored files."""
+    find = api_schema.find_operation_by_id
+    for op in ("getReport", "getReportById"):
+        r = find(op).Case(path_parameters={"id": REPORT_ID}).call_and_validate()
+        assert r.status_code == 200, r.text
+        doc = r.json()
+        assert (doc["id"], doc["slug"], doc["files"]) == (
+            REPORT_ID,
+            "llama31-8b-rtx4090-sglang",
+            sorted(REPORT_FILES),
+        )
+        assert doc["fingerprint"] == json.loads(REPORT_FILES["fingerprint.json"])
+    media = {"json": "application/json", "md": "text/markdown"}  # the rest (JSON Lines too): text/plain
+    for name, text in REPORT_FILES.items():
+        if name.startswith("logs/"):
+            op, params = "getReportLog", {"log": name.removeprefix("logs/")}
+        else:
+            op, params = "getReportFile", {"name": name}
+        r = find(op).Case(path_parameters={"id": REPORT_ID} | params).call_and_validate()
+        assert r.status_code == 200 and r.text == text, (name, r.status_code)
+        kind = r.headers["content-type"][0].split(";")[0]
+        assert kind == media.get(name.rpartition(".")[2], "text/plain"), (name, kind)
+    row = (
+        find("getRecipe")
+        .Case(path_parameters={"slug": "llama31-8b-rtx4090-sglang"})
+        .call_and_validate()
+        .json()
+    )
+    (verified,) = [m for m in row["measurements"] if m["tier"] == "verified"]
+    assert verified["links"]["fingerprint"] == f"/reports/{REPORT_ID}/files/fingerprint.json"
+    assert verified["links"]["logs"] == f"/reports/{REPORT_ID}/files/logs/engine.log"
+
+
+def test_the_document_describes_the_report_routes(api_schema: object) -> None:
+    paths = api_schema.raw_schema["paths"]  # type: ignore[attr-defined]
+    assert {"/api/v1/reports/{id}", "/api/v1/reports/{id}.json", "/reports/{id}/files/{name}"} <= set(paths)
+    ok = paths["/reports/{id}/files/{name}"]["get"]["responses"]["200"]["content"]
+    assert set(ok) == {"application/json", "text/markdown", "text/plain"}

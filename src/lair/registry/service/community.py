@@ -34,6 +34,7 @@ from lair.registry.service.publish import (
     publish,
     visible,
 )
+from lair.registry.service.speeds import refresh_speeds
 
 __all__ = [
     "MAX_RECIPE_BYTES",
@@ -188,7 +189,7 @@ def retract(
         raise RegistryError(422, "invalid", "a retraction needs a reason")
     m = QUALITY if quality else MEASUREMENTS
     row = conn.execute(
-        sa.select(m.c.id, m.c.submitted_by, m.c.retracted_at, RECIPES.c.owner_id)
+        sa.select(m.c.id, m.c.recipe_id, m.c.submitted_by, m.c.retracted_at, RECIPES.c.owner_id)
         .join(RECIPES, RECIPES.c.id == m.c.recipe_id)
         .where(m.c.id == measurement_id)
     ).first()
@@ -205,6 +206,7 @@ def retract(
         .where(m.c.id == measurement_id)
         .values(retracted_at=now(), retracted_reason=reason[:1000], retracted_by=who.id)
     )
+    refresh_speeds(conn, row.recipe_id)  # a struck row no longer ranks or counts as verified
     bump_version(conn)
 
 

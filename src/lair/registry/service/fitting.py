@@ -7,6 +7,7 @@ folders named by a recipe (they would be paths on the server's own disk).
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from lair.fit.summary import fit_summary
 from lair.recipe import Recipe
 from lair.registry.service.facets import norm_key
 
-__all__ = ["fit_for", "gpu_choices", "known_facts", "rated_rows"]
+__all__ = ["fingerprint_gpus", "fit_for", "gpu_choices", "known_facts", "rated_rows", "roofline_hardware"]
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "models.toml"
 
@@ -75,21 +76,48 @@ def fit_for(recipe: Recipe, gpu: str, count: int, context: int | None = None) ->
     return {"known": True, "reason": "", "gpu": hw.device.name, "gpus": count} | out
 
 
-def rated_rows(recipe: Recipe, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any] | None], str]:
-    """Each measurement as % of its roofline on the recipe's hardware, or why there is none."""
-    facts, why = known_facts(recipe)
-    hw_meta = recipe.meta.hardware
-    if facts is None:
-        return [None] * len(rows), why
-    if not hw_meta or not hw_meta.gpu_model:
-        return [None] * len(rows), "no roofline: the recipe names no GPU"
+def fingerprint_gpus(fp: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(GPU model, count) a run report's fingerprint names, or None (a CPU-only rig)."""
+    gpus = fp.get("gpus") or {}
+    models = gpus.get("models") or []
+    return (str(models[0]), int(gpus.get("count") or len(models))) if models else None
+
+
+def roofline_hardware(spec: tuple[str, int] | None, whose: str) -> tuple[Hardware | None, str]:
+    """The catalog hardware of (GPU model, count), else None and why not (``whose`` names the source)."""
+    if spec is None:
+        return None, f"no roofline: the {whose} names no GPU"
     try:
-        hw = Hardware(find_device(hw_meta.gpu_model), gpus=hw_meta.gpu_count or 1)
+        return Hardware(find_device(spec[0]), gpus=spec[1]), ""
     except FitError as exc:
-        return [None] * len(rows), f"no roofline: {exc.message}"
-    layout = layout_from_recipe(recipe)
-    out: list[dict[str, Any] | None] = []
+        return None, f"no roofline: {exc.message}"
+
+
+def _declared(recipe: Recipe) -> tuple[str, int] | None:
+    hw = recipe.meta.hardware
+    return (hw.gpu_model, hw.gpu_count or 1) if hw and hw.gpu_model else None
+
+
+def rated_rows(
+    recipe: Recipe, rows: list[dict[str, Any]], rigs: Mapping[str, tuple[str, int] | None] | None = None
+) -> tuple[list[dict[str, Any]], str]:
+    """Each measurement as % of its roofline, and the reason shared by every row when there is none
+    (the model's facts unknown). A reported row is rated on the recipe's declared GPUs; a verified or
+    replicated row on the GPUs its report's fingerprint names (``rigs``: report id -> GPU model and
+    count). Each rating says its ``basis`` (recipe or fingerprint) and ``gpus``, or why it is ``missing``."""
+    facts, why = known_facts(recipe)
+    if facts is None:
+        return [{"missing": why} for _ in rows], why
+    layout, declared = layout_from_recipe(recipe), _declared(recipe)
+    out = []
     for r in rows:
-        m = Measured(r["context"], r["concurrency"] or 1, r["prefill_tok_s"], r["decode_tok_s"])
-        out.append(rate_row(facts, hw, layout, m).as_dict())
+        checked = r["provenance"] != "reported" and r.get("report_id")
+        basis = "fingerprint" if checked else "recipe"
+        hw, missing = roofline_hardware((rigs or {}).get(r["report_id"]) if checked else declared, basis)
+        rating: dict[str, Any] = {"basis": basis, "missing": missing}
+        if hw is not None:
+            rating["gpus"] = f"{hw.gpus}x {hw.device.name}"
+            m = Measured(r["context"], r["concurrency"] or 1, r["prefill_tok_s"], r["decode_tok_s"])
+            rating |= rate_row(facts, hw, layout, m).as_dict()
+        out.append(rating)
     return out, ""

@@ -80,8 +80,9 @@ def _credits(rec: RecipeRecord) -> dict[str, Any]:
 
 
 def _performance(rec: RecipeRecord) -> dict[str, Any]:
-    rates, why = rated_rows(rec.recipe, rec.measurements)
+    rates, why = rated_rows(rec.recipe, rec.measurements, rec.rigs)
     rows = [dict(r, rating=rate) for r, rate in zip(rec.measurements, rates, strict=True)]
+    why = why or "; ".join(sorted({r["missing"] for r in rates if r.get("missing")}))
     provenances = sorted({r["provenance"] for r in rows})
     return {
         "rows": rows,

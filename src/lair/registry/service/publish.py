@@ -30,6 +30,7 @@ from lair.registry.db.schema import (
 )
 from lair.registry.service.canonical import canonical, parse_recipe
 from lair.registry.service.facets import Facets, facets_of, slugify
+from lair.registry.service.speeds import refresh_speeds
 
 __all__ = [
     "Published",
@@ -199,6 +200,7 @@ def add_revision(conn: Connection, slug: str, text: str, *, author: str, notes: 
     author_id = ensure_user(conn, author)
     _, sha = _insert_revision(conn, row.id, row.latest_revision, recipe, notes, author_id)
     _write_facets(conn, row.id, facets_of(recipe))
+    refresh_speeds(conn, row.id)  # the verified rows of earlier revisions still count
     bump_version(conn)
     return Published(slug, int(row.latest_revision), sha)
 

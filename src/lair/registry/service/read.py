@@ -47,6 +47,8 @@ class RecipeRecord:
     history: list[RevisionInfo] = field(default_factory=list)
     measurements: list[dict[str, Any]] = field(default_factory=list)
     quality: list[dict[str, Any]] = field(default_factory=list)
+    rigs: dict[str, tuple[str, int] | None] = field(default_factory=dict)
+    """The GPUs (model, count) of each report behind a verified row, from its fingerprint."""
 
 
 def version(conn: Connection) -> int:
@@ -99,7 +101,17 @@ def _measurements(conn: Connection, recipe_id: int, revision_number: int) -> lis
     from lair.registry.service.tiers import annotate
 
     rows = [_measurement(r) for r in conn.execute(stmt)]
-    return annotate(rows, report_files(conn, {r["report_id"] for r in rows if r["report_id"]}))
+    return annotate(rows, report_files(conn, _report_ids(rows)))
+
+
+def _report_ids(rows: list[dict[str, Any]]) -> set[str]:
+    return {r["report_id"] for r in rows if r["report_id"]}
+
+
+def _rigs(conn: Connection, rows: list[dict[str, Any]]) -> dict[str, tuple[str, int] | None]:
+    from lair.registry.service.reports import report_gpus
+
+    return report_gpus(conn, _report_ids(rows))
 
 
 def _measurement(r: Any) -> dict[str, Any]:
@@ -141,6 +153,7 @@ def get_recipe(conn: Connection, slug: str, revision: int | None = None) -> Reci
     """The recipe ``slug`` at its latest revision (or at ``revision``)."""
     row = _recipe_row(conn, slug)
     rev = _revision(conn, row.id, revision or row.latest_revision)
+    rows = _measurements(conn, row.id, rev.number)
     return RecipeRecord(
         id=row.id,
         slug=row.slug,
@@ -155,7 +168,8 @@ def get_recipe(conn: Connection, slug: str, revision: int | None = None) -> Reci
         revision=rev,
         recipe=revision_model(rev.sha256, rev.toml)[0],
         history=_history(conn, row.id),
-        measurements=_measurements(conn, row.id, rev.number),
+        measurements=rows,
+        rigs=_rigs(conn, rows),
         quality=quality_rows(conn, row.id, rev.number),
     )
 

@@ -4,7 +4,8 @@
 reason; the same raw timings uploaded again: 409). An accepted report gets a row in ``reports``, its
 raw files in the blob store under ``reports/<id>/``, one ``verified`` measurement per cell and one
 quality row per evaluated suite (verified or reported-by-report, :mod:`.rescore`), tied to the
-revision the report names; the recipe's ``verified_rows`` facet is bumped for the filters.
+revision the report names; the recipe's speed facets (:mod:`.speeds`) are recomputed for the
+filters and sorts.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from lair.errors import RegistryError
 from lair.registry.db.schema import Report
 from lair.registry.service.archive import unpack
 from lair.registry.service.blobs import BlobStore
+from lair.registry.service.fitting import fingerprint_gpus
 from lair.registry.service.publish import (
     MEASUREMENTS,
     QUALITY,
@@ -31,9 +33,18 @@ from lair.registry.service.publish import (
     now,
     visible,
 )
+from lair.registry.service.speeds import refresh_speeds
 from lair.registry.service.verify import Found, Verified, verify_report
 
-__all__ = ["REPORTS", "find_revision", "get_report", "read_report_file", "report_files", "submit_report"]
+__all__ = [
+    "REPORTS",
+    "find_revision",
+    "get_report",
+    "read_report_file",
+    "report_files",
+    "report_gpus",
+    "submit_report",
+]
 
 REPORTS = cast(sa.Table, Report.__table__)
 
@@ -92,18 +103,7 @@ def _record(
         base: dict[str, Any] = {"recipe_id": ids[0], "revision_id": ids[1], "submitted_by": user_id}
         base |= {"rig_fingerprint": v.rig, "report_id": report_id, "created_at": now()}
         conn.execute(sa.insert(QUALITY), [base | q for q in v.quality])
-    best = max((r["decode_tok_s"] or 0.0 for r in v.rows), default=0.0)
-    rec = RECIPES.c
-    conn.execute(
-        sa.update(RECIPES)
-        .where(rec.id == ids[0])
-        .values(
-            verified_rows=rec.verified_rows + len(v.rows),
-            best_decode_tok_s=sa.case(
-                (sa.func.coalesce(rec.best_decode_tok_s, 0.0) < best, best), else_=rec.best_decode_tok_s
-            ),
-        )
-    )
+    refresh_speeds(conn, ids[0])
     bump_version(conn)
 
 
@@ -159,6 +159,14 @@ def read_report_file(conn: Connection, store: BlobStore, report_id: str, name: s
     if name not in get_report(conn, report_id)["files"]:
         raise RegistryError(404, "not_found", f"report {report_id} has no file {name!r}")
     return store.get(f"reports/{report_id}/{name}")
+
+
+def report_gpus(conn: Connection, ids: set[str]) -> dict[str, tuple[str, int] | None]:
+    """The (GPU model, count) each report's fingerprint names (None: a CPU-only rig)."""
+    if not ids:
+        return {}
+    stmt = sa.select(REPORTS.c.id, REPORTS.c.fingerprint).where(REPORTS.c.id.in_(sorted(ids)))
+    return {r.id: fingerprint_gpus(json.loads(r.fingerprint)) for r in conn.execute(stmt)}
 
 
 def report_files(conn: Connection, ids: set[str]) -> dict[str, list[str]]:

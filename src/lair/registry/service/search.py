@@ -4,6 +4,12 @@ columns, sorting by votes, update time or decode speed at a context, and keyset 
 Query parameters are named after the filters: ``q``, ``gpu``, ``gpus``, ``min_vram``, ``engine``,
 ``model``, ``tag`` (repeatable, all must match), ``min_context``, ``verified``, ``sort``
 (``votes`` | ``updated`` | ``decode``), ``context`` (for ``sort=decode``), ``limit``, ``cursor``.
+
+``verified=1`` is "verified only" for the filter and the sort alike: it keeps the recipes with
+non-retracted verified or replicated rows, and ``sort=decode`` then ranks them by their best verified
+row (at ``context`` when given), never by the author's reported numbers. Without it, ``sort=decode``
+ranks by the best row of any tier. The verified sort without a context walks the expression index
+``ix_recipes_verified_decode``.
 """
 
 from __future__ import annotations
@@ -147,10 +153,17 @@ def _filters(conn: Connection, p: SearchParams) -> list[Any]:
     return out
 
 
-def _decode_at(context: int | None) -> Any:
-    """Best decode speed of a recipe's current rows (latest revision's reported + every verified one)."""
+_NONE = sa.literal_column("-1.0", sa.Float)
+"""The sort key of a recipe without the number (a literal, so the expression index matches)."""
+
+
+def _decode_at(context: int | None, verified: bool) -> Any:
+    """Best decode speed of a recipe's current rows (latest revision's reported + every verified one),
+    or of its verified rows only."""
     m, rv = MEASUREMENTS, REVISIONS
-    current = sa.or_(rv.c.number == RECIPES.c.latest_revision, m.c.provenance != "reported")
+    current: Any = m.c.provenance != "reported"
+    if not verified:
+        current = sa.or_(rv.c.number == RECIPES.c.latest_revision, current)
     where = [m.c.recipe_id == RECIPES.c.id, m.c.retracted_at.is_(None), current]
     if context is not None:
         where.append(m.c.context == context)
@@ -161,24 +174,23 @@ def _decode_at(context: int | None) -> Any:
         .correlate(RECIPES)
         .scalar_subquery()
     )
-    return sa.func.coalesce(best, -1.0)
+    return sa.func.coalesce(best, _NONE)
 
 
 def _sort_key(p: SearchParams) -> Any:
     if p.sort == "updated":
         return RECIPES.c.updated_at
     if p.sort == "decode":
-        return (
-            _decode_at(p.context)
-            if p.context is not None
-            else sa.func.coalesce(RECIPES.c.best_decode_tok_s, -1.0)
-        )
+        if p.context is not None:
+            return _decode_at(p.context, p.verified)
+        best = RECIPES.c.best_verified_decode_tok_s if p.verified else RECIPES.c.best_decode_tok_s
+        return sa.func.coalesce(best, _NONE)
     return RECIPES.c.votes
 
 
 def _encode_cursor(p: SearchParams, value: Any, rid: int) -> str:
     v = utc(value).isoformat() if isinstance(value, datetime) else value
-    raw = json.dumps([p.sort, p.context, v, rid], separators=(",", ":")).encode()
+    raw = json.dumps([p.sort, p.context, p.verified, v, rid], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
@@ -187,8 +199,8 @@ def _decode_cursor(p: SearchParams) -> tuple[Any, int] | None:
         return None
     try:
         raw = base64.urlsafe_b64decode(p.cursor + "=" * (-len(p.cursor) % 4))
-        sort, context, value, rid = json.loads(raw)
-        if sort != p.sort or context != p.context or not isinstance(rid, int):
+        sort, context, verified, value, rid = json.loads(raw)
+        if (sort, context, verified) != (p.sort, p.context, p.verified) or not isinstance(rid, int):
             raise ValueError("cursor of another query")
         if sort == "updated":
             value = utc(datetime.fromisoformat(value))
@@ -241,5 +253,6 @@ def _item(r: Any, tags: list[str]) -> dict[str, Any]:
         "revision": r.latest_revision,
         "updated_at": iso(r.updated_at),
         "best_decode_tok_s": r.best_decode_tok_s,
+        "best_verified_decode_tok_s": r.best_verified_decode_tok_s,
         "verified": r.verified_rows > 0,
     }

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lair.errors import FitError
 from lair.recipe import Recipe
 from lair.registry.service.archive import refuse
 from lair.registry.service.asrun import check_as_run
@@ -128,24 +127,17 @@ def _revision(
     return found
 
 
-def _gpus(fp: dict[str, Any]) -> tuple[str, int] | None:
-    gpus = fp.get("gpus") or {}
-    models = gpus.get("models") or []
-    return (str(models[0]), int(gpus.get("count") or len(models))) if models else None
-
-
 def _ratings(recipe: Recipe, fp: dict[str, Any], cells: list[dict[str, Any]]) -> tuple[list[Any], str]:
-    from lair.fit import Hardware, Measured, find_device, layout_from_recipe, rate_row
-    from lair.registry.service.fitting import known_facts
+    """Each cell on the roofline of the GPUs the fingerprint names (never the recipe's declared ones)."""
+    from lair.fit import Measured, layout_from_recipe, rate_row
+    from lair.registry.service.fitting import fingerprint_gpus, known_facts, roofline_hardware
 
     facts, why = known_facts(recipe)
-    spec = _gpus(fp)
-    if facts is None or spec is None:
-        return [None] * len(cells), why or "no roofline: the fingerprint names no GPU"
-    try:
-        hw = Hardware(find_device(spec[0]), gpus=spec[1])
-    except FitError as exc:
-        return [None] * len(cells), f"no roofline: {exc.message}"
+    if facts is None:
+        return [None] * len(cells), why
+    hw, why = roofline_hardware(fingerprint_gpus(fp), "fingerprint")
+    if hw is None:
+        return [None] * len(cells), why
     layout, out = layout_from_recipe(recipe), []
     for c in cells:
         ctx, conc = int(c.get("prompt_tokens") or c["context"]), int(c["concurrency"])

@@ -166,6 +166,7 @@ def _list_doc() -> dict[str, Any]:
             "revision": {"type": "integer"},
             "updated_at": {"type": "string"},
             "best_decode_tok_s": NUM,
+            "best_verified_decode_tok_s": NUM,
             "verified": {"type": "boolean"},
             "url": {"type": "string"},
             "api_url": {"type": "string"},
@@ -207,8 +208,12 @@ def _list_params() -> list[dict[str, Any]]:
         _q(
             "min_context", {"type": "integer", "minimum": 1, "maximum": 10**9}, "minimum max context (tokens)"
         ),
-        _q("verified", {"type": "boolean"}, "only recipes with verified numbers"),
-        _q("sort", {"enum": list(SORTS)}, "sort order (descending)"),
+        _q(
+            "verified",
+            {"type": "boolean"},
+            "verified only: recipes with verified numbers, and sort=decode ranks by verified rows only",
+        ),
+        _q("sort", {"enum": list(SORTS)}, "sort order (descending); decode: see verified"),
         _q(
             "context",
             {"type": "integer", "minimum": 1, "maximum": 10**9},
@@ -277,25 +282,58 @@ def _paths() -> dict[str, Any]:
         "/api/v1/recipes/{slug}/revisions/{n}.json": {
             "get": {"operationId": "getRevision", "parameters": _path(rev=True), "responses": _responses(doc)}
         },
-        "/api/v1/reports/{id}.json": {
-            "get": {
-                "operationId": "getReport",
-                "parameters": [
-                    {
-                        "name": "id",
-                        "in": "path",
-                        "required": True,
-                        "schema": {"type": "string", "pattern": "^[0-9a-f]{16}$"},
-                    }
-                ],
-                "responses": _responses(_ref("Report")),
-            }
-        },
         "/api/v1/gpus": {
             "get": {
                 "operationId": "listGpus",
                 "responses": _responses({"type": "object", "required": ["ok", "gpus"]}),
             }
+        },
+    }
+
+
+def _report_paths() -> dict[str, Any]:
+    """A stored report (its JSON, with or without ``.json``) and its raw files, as the page links them."""
+    rid = {
+        "name": "id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": "^[0-9a-f]{16}$"},
+    }
+    kept = r"^(results\.json|requests\.jsonl|fingerprint\.json|report\.md|[\w.-]+\.recipe\.toml)$"
+    name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string", "pattern": kept}}
+    log = {
+        "name": "log",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": r"^[\w.-]+\.log$"},
+    }
+    text = {"schema": {"type": "string"}}
+    raw = {"application/json": {"schema": _ref("RawJson")}, "text/markdown": text, "text/plain": text}
+    # outside /api/v1 an error is a page, or the JSON envelope when the path ends in .json
+    page = {
+        "content": {
+            "text/html": {"schema": {"type": "string"}},
+            "application/json": {"schema": _ref("Error")},
+        }
+    }
+    files = {"200": {"description": "the raw file as uploaded", "content": raw}}
+    files |= {
+        "404": {"description": "no such report or file", **page},
+        "default": {"description": "error", **page},
+    }
+    doc = _responses(_ref("Report"))
+    return {
+        "/api/v1/reports/{id}.json": {
+            "get": {"operationId": "getReport", "parameters": [rid], "responses": doc}
+        },
+        "/api/v1/reports/{id}": {
+            "get": {"operationId": "getReportById", "parameters": [rid], "responses": doc}
+        },
+        "/reports/{id}/files/{name}": {
+            "get": {"operationId": "getReportFile", "parameters": [rid, name], "responses": files}
+        },
+        "/reports/{id}/files/logs/{log}": {
+            "get": {"operationId": "getReportLog", "parameters": [rid, log], "responses": files}
         },
     }
 
@@ -484,6 +522,7 @@ def _schemas() -> dict[str, Any]:
         "Measurement": _measurement(),
         "QualityRow": _quality(),
         "Report": _report(),
+        "RawJson": {"type": ["object", "array"], "description": "results.json or fingerprint.json"},
         "RecipeDocument": _recipe_doc(),
         "RecipeList": _list_doc(),
     }
@@ -495,6 +534,7 @@ def openapi_document(base: str) -> dict[str, Any]:
         "info": {"title": "lair recipe registry", "version": "1"},
         "servers": [{"url": base}],
         "paths": _paths()
+        | _report_paths()
         | _write_paths()
         | _hide_paths()
         | {"/api/v1/recipes": _paths()["/api/v1/recipes"] | _publish_op()},
