@@ -15,6 +15,46 @@ DB_HELP = (
 )
 
 
+# (flag suffix, LAIR_REGISTRY_<P>_ field, metavar, help); a client secret never comes from argv
+OAUTH_FLAGS = [
+    ("client-id", "client_id", "ID", "{t} OAuth app's client id: turns on 'Sign in with {t}'"),
+    ("secret-file", "client_secret_file", "PATH", "file holding its client secret (or {env}_CLIENT_SECRET)"),
+    ("authorize-url", "authorize_url", "URL", "authorization endpoint (default: {d})"),
+    ("token-url", "token_url", "URL", "token endpoint (default: {d})"),
+    ("userinfo-url", "userinfo_url", "URL", "user endpoint (default: {d})"),
+]
+
+
+def _oauth_flags(p: Any) -> None:
+    from lair.registry.oauth import PROVIDERS
+
+    for name, d in PROVIDERS.items():
+        g = p.add_argument_group(
+            f"sign in with {d['title']} (each flag also as LAIR_REGISTRY_{name.upper()}_*)"
+        )
+        flags = OAUTH_FLAGS + (
+            [("issuer", "issuer", "URL", "OpenID Connect issuer (default {i})")] if "issuer" in d else []
+        )
+        for suffix, field, metavar, text in flags:
+            env = f"LAIR_REGISTRY_{name.upper()}"
+            g.add_argument(
+                f"--{name}-{suffix}",
+                dest=f"oauth_{name}_{field}",
+                metavar=metavar,
+                help=text.format(t=d["title"], env=env, i=d.get("issuer"), d=d.get(field, "from the issuer")),
+            )
+
+
+def _oauth_settings(args: argparse.Namespace) -> dict[str, str]:
+    from lair.registry.oauth import env_name
+
+    return {
+        env_name(*key[len("oauth_") :].split("_", 1)): value
+        for key, value in vars(args).items()
+        if key.startswith("oauth_") and value
+    }
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "serve",
@@ -35,6 +75,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--no-seed", action="store_true", help="do not seed the bundled examples into an empty database"
     )
+    _oauth_flags(p)
     p.set_defaults(handler=cmd_serve)
 
     r = sub.add_parser("registry", help="registry database: migrate, seed, export a static copy")
@@ -136,4 +177,5 @@ def cmd_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         public_url=args.public_url,
         seed=not args.no_seed,
+        oauth=_oauth_settings(args),
     )

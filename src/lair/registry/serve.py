@@ -1,6 +1,7 @@
 """``lair serve``: migrate, seed an empty database, then run granian with N workers.
 
-Each worker builds its own app from the environment (``LAIR_REGISTRY_DB``, ``LAIR_REGISTRY_PUBLIC_URL``):
+Each worker builds its own app from the environment (``LAIR_REGISTRY_DB``, ``LAIR_REGISTRY_PUBLIC_URL``, the
+sign-in providers' ``LAIR_REGISTRY_GITHUB_*`` / ``LAIR_REGISTRY_HUGGINGFACE_*``):
 processes share nothing but the database, so any number of them, on any number of machines over one
 PostgreSQL, serve the same data.
 """
@@ -14,7 +15,7 @@ import sqlalchemy as sa
 
 from lair.registry.db.engine import connect_url, default_url, make_engine, migrate
 
-__all__ = ["prepare", "serve"]
+__all__ = ["configure_oauth", "prepare", "serve"]
 
 
 def err(msg: str) -> None:
@@ -36,12 +37,29 @@ def prepare(db: str | None, *, seed: bool = True) -> tuple[str, list[str]]:
     return url, added
 
 
+def configure_oauth(settings: dict[str, str]) -> list[str]:
+    """Put sign-in provider settings (``LAIR_REGISTRY_<P>_...``, from flags) into the environment the
+    workers read, and check the result; the names of the providers that are on."""
+    from lair.registry.oauth import load_providers
+
+    os.environ.update(settings)
+    return list(load_providers(os.environ))
+
+
 def serve(
-    db: str | None, *, host: str, port: int, workers: int, public_url: str | None, seed: bool = True
+    db: str | None,
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    public_url: str | None,
+    seed: bool = True,
+    oauth: dict[str, str] | None = None,
 ) -> int:
     from granian import Granian
     from granian.constants import Interfaces
 
+    providers = configure_oauth(oauth or {})
     url, added = prepare(db, seed=seed)
     if added:
         err(f"seeded {len(added)} example recipe(s): {', '.join(added)}")
@@ -50,6 +68,7 @@ def serve(
         os.environ["LAIR_REGISTRY_PUBLIC_URL"] = public_url
     err(
         f"serving {url.split('@')[-1]} on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})"
+        + (f"; sign-in with {', '.join(providers)}" if providers else "")
     )
     server = Granian(
         "lair.registry.web.app:factory",

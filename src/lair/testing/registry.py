@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -70,9 +70,16 @@ def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] | N
 
 @contextmanager
 def serve_process(
-    db_url: str, *, workers: int = 1, port: int | None = None, log: Path | None = None, seed: bool = True
+    db_url: str,
+    *,
+    workers: int = 1,
+    port: int | None = None,
+    log: Path | None = None,
+    seed: bool = True,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[str]:
-    """``lair serve`` on 127.0.0.1 and a free port; yields its base URL."""
+    """``lair serve`` on 127.0.0.1 and a free port, with more ``args`` and ``env``; yields its base URL."""
     port = port or free_port()
     argv = [
         sys.executable,
@@ -88,7 +95,8 @@ def serve_process(
     ]
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        argv + ([] if seed else ["--no-seed"]),
+        argv + ([] if seed else ["--no-seed"]) + list(args),
+        env={**os.environ, **(env or {})},
         stdin=subprocess.DEVNULL,
         stdout=out,
         stderr=subprocess.STDOUT,

@@ -30,6 +30,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 __all__ = [
     "ApiToken",
     "Base",
+    "ExternalIdentity",
     "Measurement",
     "QualityMeasurement",
     "Recipe",
@@ -273,4 +274,25 @@ class QualityMeasurement(Base):
     __table_args__ = (
         Index("ix_quality_recipe", "recipe_id", "suite"),
         Index("ix_quality_report", "report_id"),
+    )
+
+
+class ExternalIdentity(Base):
+    """A sign-in account at an OAuth provider (migration 0005): ``provider`` (``github``,
+    ``huggingface``) and its stable ``subject`` (GitHub's numeric id, the OIDC ``sub``) name one user;
+    ``login`` is the provider's user name at the last sign-in. No provider token is kept."""
+
+    __tablename__ = "external_identities"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    provider: Mapped[str] = mapped_column(String(32))
+    subject: Mapped[str] = mapped_column(String(255))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    login: Mapped[str] = mapped_column(String(255), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_sign_in_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        UniqueConstraint("provider", "subject", name="uq_external_identities_provider_subject"),
+        Index("ix_external_identities_user", "user_id"),
     )

@@ -30,6 +30,7 @@ __all__ = [
     "create_user",
     "revoke_session",
     "revoke_token",
+    "rotate_session",
     "session_actor",
     "token_actor",
 ]
@@ -108,6 +109,13 @@ def create_session(conn: Connection, actor: Actor) -> tuple[str, str]:
     values = {"id": _digest(sid), "user_id": actor.id, "csrf": csrf, "created_at": t}
     conn.execute(sa.insert(SESSIONS).values(**values, expires_at=t + timedelta(days=SESSION_DAYS)))
     return sid, csrf
+
+
+def rotate_session(conn: Connection, actor: Actor, old_sid: str | None) -> tuple[str, str]:
+    """Sign ``actor`` in: the browser's previous session (if any) is revoked, a new one is made."""
+    if old_sid:
+        revoke_session(conn, old_sid)
+    return create_session(conn, actor)
 
 
 def session_actor(conn: Connection, sid: str | None) -> Actor | None:

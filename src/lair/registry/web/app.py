@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 
 from lair.errors import RegistryError
 from lair.registry.db.engine import connect_url, default_url, make_engine
+from lair.registry.oauth import Provider, load_providers
 from lair.registry.service.blobs import blob_store
 from lair.registry.web import pages, report_routes, routes, writes
 from lair.registry.web.cache import ResponseCache, make_versions
@@ -117,9 +119,12 @@ def create_app(
     public_url: str | None = None,
     cache_bytes: int | None = None,
     blobs: str | None = None,
+    oauth: Mapping[str, Provider] | None = None,
 ) -> Any:
-    """The app over ``db_url``; report files go to the blob store ``blobs`` (see ``blob_store``)."""
+    """The app over ``db_url``; report files go to the blob store ``blobs`` (see ``blob_store``);
+    ``oauth``: the sign-in providers (default: those configured in the environment)."""
     url = connect_url(db_url or default_url())
+    providers = load_providers(os.environ) if oauth is None else oauth
     engine = make_engine(url)
     versions = make_versions(url)
 
@@ -129,8 +134,10 @@ def create_app(
         await versions.close()
         engine.dispose()
 
+    public = (public_url or os.environ.get("LAIR_REGISTRY_PUBLIC_URL") or "").rstrip("/")
+    auth = [Mount("/auth", _oauth(providers, public))] if providers else []
     app = Starlette(
-        routes=_routes(),
+        routes=_routes() + auth,
         exception_handlers={
             RegistryError: _registry_error,
             HTTPException: _http_error,
@@ -140,11 +147,18 @@ def create_app(
     )
     app.state.engine = engine
     app.state.blobs = blob_store(blobs or os.environ.get("LAIR_REGISTRY_BLOBS"), db_url=url)
-    app.state.public_url = (public_url or os.environ.get("LAIR_REGISTRY_PUBLIC_URL") or "").rstrip("/")
+    app.state.public_url = public
+    app.state.oauth_providers = [{"name": p.name, "title": p.title} for p in providers.values()]
     size = (
         cache_bytes if cache_bytes is not None else int(os.environ.get("LAIR_REGISTRY_CACHE_MB", "256")) << 20
     )
     return CacheMiddleware(app, versions, ResponseCache(size)) if size > 0 else _NoCache(app, versions)
+
+
+def _oauth(providers: Mapping[str, Provider], public_url: str) -> Any:
+    from lair.registry.web.oauth_routes import oauth_app  # authlib is loaded only when configured
+
+    return oauth_app(providers, https=public_url.startswith("https://"))
 
 
 class _NoCache:

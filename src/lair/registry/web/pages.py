@@ -12,15 +12,15 @@ from starlette.responses import RedirectResponse, Response
 
 from lair.errors import RegistryError
 from lair.registry.service import community, read
-from lair.registry.service.accounts import authenticate, create_session, create_user, revoke_session
+from lair.registry.service.accounts import authenticate, create_user, revoke_session, rotate_session
 from lair.registry.web.auth import COOKIE, actor_of, check_csrf, limit
 from lair.registry.web.render import html
 from lair.registry.web.writes import SIGNIN_LIMITS, SIGNUP_LIMIT, _address, _session_cookie, write_limit
 
 __all__ = [
-    "compare", "edit_form", "edit_post", "fork_post", "hide_recipe_post", "hide_user_post", "publish_form",
-    "publish_post", "retract_post", "sign_in_form", "sign_in_post", "sign_out_post", "sign_up_form",
-    "sign_up_post", "vote_post",
+    "account_page", "compare", "edit_form", "edit_post", "fork_post", "hide_recipe_post", "hide_user_post",
+    "publish_form", "publish_post", "retract_post", "sign_in_form", "sign_in_post", "sign_out_post",
+    "sign_up_form", "sign_up_post", "vote_post",
 ]  # fmt: skip
 
 
@@ -37,12 +37,18 @@ def _page(request: Request, template: str, ctx: dict[str, Any], status: int = 20
     return html(template, ctx, status=status, cacheable=False)
 
 
+def account_page(request: Request, mode: str, error: str | None = None, status: int = 200) -> Response:
+    """The sign-up or sign-in form, with a button per configured OAuth provider."""
+    providers = request.app.state.oauth_providers
+    return _page(request, "account.html", {"mode": mode, "error": error, "providers": providers}, status)
+
+
 async def sign_up_form(request: Request) -> Response:
-    return _page(request, "account.html", {"mode": "signup", "error": None})
+    return account_page(request, "signup")
 
 
 async def sign_in_form(request: Request) -> Response:
-    return _page(request, "account.html", {"mode": "signin", "error": None})
+    return account_page(request, "signin")
 
 
 async def _signed_in(request: Request, name: str, password: str, *, new: bool) -> Response:
@@ -50,9 +56,7 @@ async def _signed_in(request: Request, name: str, password: str, *, new: bool) -
         if new:
             create_user(conn, name, password)
         actor = authenticate(conn, name, password)
-        if request.cookies.get(COOKIE):
-            revoke_session(conn, request.cookies[COOKIE])
-        sid, _ = create_session(conn, actor)
+        sid, _ = rotate_session(conn, actor, request.cookies.get(COOKIE))
     resp = _back("/")
     _session_cookie(resp, request, sid)
     return resp
@@ -64,7 +68,7 @@ async def sign_up_post(request: Request) -> Response:
         limit(SIGNUP_LIMIT, "signup", _address(request))
         return await _signed_in(request, f.get("name", ""), f.get("password", ""), new=True)
     except RegistryError as exc:
-        return _page(request, "account.html", {"mode": "signup", "error": exc.message}, exc.status)
+        return account_page(request, "signup", exc.message, exc.status)
 
 
 async def sign_in_post(request: Request) -> Response:
@@ -75,7 +79,7 @@ async def sign_in_post(request: Request) -> Response:
         limit(SIGNIN_LIMITS[1], "signin", _address(request))
         return await _signed_in(request, name, f.get("password", ""), new=False)
     except RegistryError as exc:
-        return _page(request, "account.html", {"mode": "signin", "error": exc.message}, exc.status)
+        return account_page(request, "signin", exc.message, exc.status)
 
 
 def _actor_checked(request: Request, conn: Any, form: dict[str, str]) -> Any:
