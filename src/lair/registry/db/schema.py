@@ -278,7 +278,7 @@ class QualityMeasurement(Base):
 
 
 class ExternalIdentity(Base):
-    """A sign-in account at an OAuth provider (migration 0005): ``provider`` (``github``,
+    """A sign-in account at an OAuth provider (migration 0006): ``provider`` (``github``,
     ``huggingface``) and its stable ``subject`` (GitHub's numeric id, the OIDC ``sub``) name one user;
     ``login`` is the provider's user name at the last sign-in. No provider token is kept."""
 
