@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lair.cli import main
-from lair.errors import ConfigError
+from lair.errors import ConfigError, LaunchError
 from lair.inventory import Node, load_inventory
 from lair.launch.resolve import Request, prepare
 from lair.plan.slurm import (
@@ -212,6 +212,16 @@ def test_after_stop_ends_what_the_run_left_on_the_node(tmp_path: Path) -> None:
         for p in (polite, stubborn, other):
             p.kill()
             p.wait()
+
+
+def test_a_node_given_to_two_ranks_is_refused() -> None:
+    from lair.launch.slurm.jobs import SlurmJob
+    from lair.launch.slurm.run import _distinct
+
+    job = SlurmJob(JOB, 12)
+    assert _distinct(job, ["n1", "n2", "n3"]) == ["n1", "n2", "n3"]
+    with pytest.raises(LaunchError, match="job 12: Slurm gave n2 to more than one rank"):
+        _distinct(job, ["n2", "n1", "n2"])
 
 
 def test_docker_step_runs_in_the_foreground_and_term_stops_the_container(tmp_path: Path) -> None:

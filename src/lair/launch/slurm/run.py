@@ -201,13 +201,14 @@ def _wait_nodes(run: _Run) -> list[str]:
 
 
 def _distinct(job: SlurmJob, names: list[str]) -> list[str]:
-    """The allocation's nodes, one rank each (a heterogeneous job's components may share a node)."""
+    """The allocation's nodes, one rank each: a node listed twice (by two components of a
+    heterogeneous job, which Slurm 22.05 does not do) would leave a rank without a node."""
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise LaunchError(
             f"job {job.job_id}: Slurm gave {', '.join(twice)} to more than one rank",
-            hint="the head's and the workers' job components shared a node: give the cluster "
-            "exclusive nodes (gres_per_node, or a partition with OverSubscribe=EXCLUSIVE)",
+            hint="each rank needs a node of its own: use a partition that gives nodes whole "
+            "(OverSubscribe=EXCLUSIVE)",
         )
     return names
 
