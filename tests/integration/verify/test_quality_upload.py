@@ -2,14 +2,18 @@
 the real ``lair`` command wrote (``lair launch --bench --eval`` on the tiny CPU engine; ``lair eval
 --recipe`` against a server whose answers are chosen in advance, so the score is known by hand) are
 re-scored by the registry and shown as verified rows; tampered ones are refused with their reasons
-and leave nothing stored; two rigs that agree replicate a row, one rig twice does not."""
+and leave nothing stored; two rigs that agree replicate a row, one rig twice does not. Through
+``lair serve`` and ``lair submit``: the row in Chromium, and gsm8k checked against the registry's
+own copy of the data set."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -249,3 +253,66 @@ def test_lair_submit_of_an_eval_report_shows_the_verified_row_in_chromium(
         got = page.locator("body").inner_text().strip()
         assert got == (answered[0] / "eval_samples.jsonl").read_text().strip()
         page.close()
+
+
+def test_gsm8k_is_verified_against_the_registry_s_own_copy_of_the_data_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lair_home: Path
+) -> None:
+    """The registry's Hugging Face cache holds openai/gsm8k (three problems): a report of ``lair eval
+    --suite gsm8k`` (2 of 3 right by gsm8k's strict-match, worked out by hand) is verified; the same
+    report with a target changed to the model's wrong answer is refused, naming the document."""
+    from lair.registry.db.engine import connect_url, make_engine
+    from lair.registry.service.accounts import create_token, create_user
+    from lair.testing.hf_cache import GSM8K_TEST, tiny_gsm8k
+    from lair.testing.registry import serve_process
+
+    home = tmp_path / "hf"
+    tiny_gsm8k(home / "hub")
+    for key in [k for k in os.environ if k.startswith("HF_")]:
+        monkeypatch.delenv(key)
+    for key, value in {"HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}.items():
+        monkeypatch.setenv(key, value)  # for the eval and for the registry's process alike
+    rules = [
+        {"contains": GSM8K_TEST[0][0], "reply": " 3*6 = 18\n#### 18"},
+        {"contains": GSM8K_TEST[1][0], "reply": " It is $14.\n#### 14"},
+        {"contains": GSM8K_TEST[2][0], "reply": " 2,400 pages, so\n#### 2,000"},
+    ]
+    recipe = tiny_copy(tmp_path / "recipe")
+    with running_answer_server({"rules": rules, "default": "?"}) as url:
+        args = [
+            "--suite",
+            "gsm8k",
+            "--num-fewshot",
+            "0",
+            "--recipe",
+            str(recipe),
+            "--out",
+            str(tmp_path / "r"),
+        ]
+        res = lair("eval", url, *args, "--json")
+    assert res.returncode == 0, res.stderr
+    db = connect_url(str(tmp_path / "registry.sqlite3"))
+    with serve_process(db, log=tmp_path / "serve.log") as base:
+        engine = make_engine(db)
+        with engine.begin() as conn:
+            token = create_token(conn, create_user(conn, "rig-owner"), "cli")
+        engine.dispose()
+        env = {"LAIR_REGISTRY": base, "LAIR_TOKEN": token}
+        forged = _copy(tmp_path / "r", tmp_path / "forged")
+        samples = _samples(forged)
+        samples[2] |= {"target": "#### 2,000", "score": 1.0, "verdict": "pass"}
+        spread = {"scores": [1.0], "min": 1.0, "max": 1.0, "std": 0.0, "flips": 0}
+        _rewrite(forged, samples, score=1.0, stderr=0.0, spread=spread)
+        refused = lair("submit", str(forged), env=env)
+        assert refused.returncode == 3, refused.stderr
+        assert "gsm8k repeat 0 document 2: the target is not the data set's reference" in refused.stderr
+        ok = lair("submit", str(tmp_path / "r"), env=env)
+        assert ok.returncode == 0 and "stored" in ok.stderr, ok.stderr
+        with urllib.request.urlopen(f"{base}/recipes/tiny-cpu.json", timeout=10) as r:
+            rows = json.loads(r.read())["quality"]
+    (q,) = rows
+    assert (q["suite"], q["metric"], q["n"], q["tier"], q["note"]) == (
+        "gsm8k", "exact_match,strict-match", 3, "verified", ""
+    )  # fmt: skip
+    assert q["score"] == pytest.approx(100 * 2 / 3)
+    assert q["stderr"] == pytest.approx(100 * math.sqrt(2 / 3 * 1 / 3 / 2))
