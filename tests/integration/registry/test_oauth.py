@@ -16,8 +16,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from starlette.testclient import TestClient
 
+from lair.registry.oauth import load_providers
 from lair.registry.serve import prepare
+from lair.registry.web.app import create_app
 from lair.testing.oauth_provider import OAuthProvider, oauth_provider
 from lair.testing.registry import free_port, serve_process
 
@@ -280,3 +283,43 @@ def test_the_client_secrets_are_in_no_page_log_or_database(site: Site) -> None:
         for f in site.db.parent.glob("registry.sqlite3*"):  # the database, its WAL and shared memory
             assert secret.encode() not in f.read_bytes(), f
     assert "sign-in with github, huggingface" in site.log.read_text()
+
+
+def test_a_provider_that_is_down_at_sign_in_start_is_an_error_on_the_page(tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    env = {
+        "LAIR_REGISTRY_HUGGINGFACE_CLIENT_ID": "hf",
+        "LAIR_REGISTRY_HUGGINGFACE_CLIENT_SECRET": "hf-secret",
+        "LAIR_REGISTRY_HUGGINGFACE_ISSUER": dead,
+    }
+    url, _ = prepare(str(tmp_path / "r.sqlite3"), seed=False)
+    with TestClient(create_app(url, oauth=load_providers(env))) as c:
+        resp = c.get("/auth/huggingface/login", follow_redirects=False)
+    assert resp.status_code == 502
+    assert "Hugging Face sign-in failed: Hugging Face is unavailable (ConnectError)" in resp.text
+    assert 'id="oauth-huggingface"' in resp.text and "set-cookie" not in resp.headers
+
+
+def test_a_sign_in_started_on_one_process_finishes_on_another(tmp_path: Path) -> None:
+    """Two apps over one database stand for two workers (or machines): the state cookie one signs,
+    the other verifies, since both derive its key from the same client secret."""
+    url, _ = prepare(str(tmp_path / "r.sqlite3"), seed=False)
+    with oauth_provider("github", "gh", GH_SECRET, ["http://testserver/auth/github/callback"]) as gh:
+        gh.add_user(5, "two-workers")
+        env = {
+            "LAIR_REGISTRY_GITHUB_CLIENT_ID": "gh",
+            "LAIR_REGISTRY_GITHUB_CLIENT_SECRET": GH_SECRET,
+            "LAIR_REGISTRY_GITHUB_AUTHORIZE_URL": gh.url("authorize"),
+            "LAIR_REGISTRY_GITHUB_TOKEN_URL": gh.url("token"),
+            "LAIR_REGISTRY_GITHUB_USERINFO_URL": gh.url("user"),
+        }
+        with (
+            TestClient(create_app(url, oauth=load_providers(env))) as one,
+            TestClient(create_app(url, oauth=load_providers(env))) as two,
+            httpx.Client() as outside,
+        ):
+            to_provider = one.get("/auth/github/login", follow_redirects=False)
+            callback = outside.get(to_provider.headers["location"]).headers["location"]
+            two.cookies = one.cookies
+            done = two.get(callback.removeprefix("http://testserver"))
+    assert me(done.text) == "two-workers"
