@@ -76,6 +76,12 @@ def register(sub: Any) -> None:
         "--no-seed", action="store_true", help="do not seed the bundled examples into an empty database"
     )
     _oauth_flags(p)
+    p.add_argument(
+        "--blobs",
+        metavar="URL",
+        help="where report files go: a folder or file:///folder, db (the registry's database), or a "
+        "scheme a plugin registers (default: LAIR_REGISTRY_BLOBS, else a folder beside the SQLite file)",
+    )
     p.set_defaults(handler=cmd_serve)
 
     r = sub.add_parser("registry", help="registry database: migrate, seed, export a static copy")
@@ -178,4 +184,5 @@ def cmd_serve(args: argparse.Namespace) -> int:
         public_url=args.public_url,
         seed=not args.no_seed,
         oauth=_oauth_settings(args),
+        blobs=args.blobs,
     )

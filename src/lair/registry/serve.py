@@ -1,7 +1,7 @@
 """``lair serve``: migrate, seed an empty database, then run granian with N workers.
 
-Each worker builds its own app from the environment (``LAIR_REGISTRY_DB``, ``LAIR_REGISTRY_PUBLIC_URL``, the
-sign-in providers' ``LAIR_REGISTRY_GITHUB_*`` / ``LAIR_REGISTRY_HUGGINGFACE_*``):
+Each worker builds its own app from the environment (``LAIR_REGISTRY_DB``, ``LAIR_REGISTRY_PUBLIC_URL``,
+``LAIR_REGISTRY_BLOBS``, the sign-in providers' ``LAIR_REGISTRY_GITHUB_*`` / ``LAIR_REGISTRY_HUGGINGFACE_*``):
 processes share nothing but the database, so any number of them, on any number of machines over one
 PostgreSQL, serve the same data.
 """
@@ -46,6 +46,17 @@ def configure_oauth(settings: dict[str, str]) -> list[str]:
     return list(load_providers(os.environ))
 
 
+def _check_blobs(spec: str | None, url: str) -> None:
+    """Refuse a blob store URL no store answers before any worker starts (RegistryError 422)."""
+    from lair.registry.service.blobs import blob_store
+
+    engine = make_engine(url)
+    try:
+        blob_store(spec, db_url=url, engine=engine)
+    finally:
+        engine.dispose()
+
+
 def serve(
     db: str | None,
     *,
@@ -55,17 +66,21 @@ def serve(
     public_url: str | None,
     seed: bool = True,
     oauth: dict[str, str] | None = None,
+    blobs: str | None = None,
 ) -> int:
     from granian import Granian
     from granian.constants import Interfaces
 
     providers = configure_oauth(oauth or {})
     url, added = prepare(db, seed=seed)
+    _check_blobs(blobs, url)
     if added:
         err(f"seeded {len(added)} example recipe(s): {', '.join(added)}")
     os.environ["LAIR_REGISTRY_DB"] = url
     if public_url:
         os.environ["LAIR_REGISTRY_PUBLIC_URL"] = public_url
+    if blobs:
+        os.environ["LAIR_REGISTRY_BLOBS"] = blobs
     err(
         f"serving {url.split('@')[-1]} on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})"
         + (f"; sign-in with {', '.join(providers)}" if providers else "")

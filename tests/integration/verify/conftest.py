@@ -40,9 +40,7 @@ def pg_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[TestClient, Engine, Path]]:
-    """The registry (bundled examples published, an uploader's token set) and its blob folder."""
+def _site(request: pytest.FixtureRequest, tmp_path: Path, blobs: str) -> Iterator[tuple[TestClient, Engine]]:
     url = (
         connect_url(str(tmp_path / "r.sqlite3"))
         if request.param == "sqlite"
@@ -53,13 +51,26 @@ def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[TestC
     with engine.begin() as conn:
         seed_examples(conn)
         token = create_token(conn, create_user(conn, "rig-owner"), "cli")
-    blobs = tmp_path / "blobs"
-    with TestClient(create_app(url, blobs=str(blobs)), raise_server_exceptions=False) as c:
+    with TestClient(create_app(url, blobs=blobs), raise_server_exceptions=False) as c:
         c.headers["authorization"] = f"Bearer {token}"
-        yield c, engine, blobs
+        yield c, engine
     if request.param == "postgresql":
         migrate(engine, "base")
     engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[TestClient, Engine, Path]]:
+    """The registry (bundled examples published, an uploader's token set) and its blob folder."""
+    blobs = tmp_path / "blobs"
+    for c, engine in _site(request, tmp_path, str(blobs)):
+        yield c, engine, blobs
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_blobs_site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[TestClient, Engine]]:
+    """The same registry with ``--blobs db``: the raw files go to its own database."""
+    yield from _site(request, tmp_path, "db")
 
 
 @pytest.fixture(scope="session")

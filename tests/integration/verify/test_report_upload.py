@@ -265,3 +265,19 @@ def test_uploads_need_a_token_with_publish(site: Any, tiny_report: Path) -> None
     _refused(
         site, pack_report(tiny_report), 403, "lacks the 'publish' scope", authorization=f"Bearer {read_only}"
     )
+
+
+def test_a_report_in_the_database_blob_store_is_served_from_it(
+    db_blobs_site: tuple[TestClient, Engine], tiny_report: Path, tmp_path: Path
+) -> None:
+    c, engine = db_blobs_site
+    r = _post(c, pack_report(tiny_report))
+    assert r.status_code == 201, r.text
+    rid = r.json()["id"]
+    with engine.connect() as conn:
+        keys = conn.execute(sa.text("SELECT key FROM blobs ORDER BY key")).scalars().all()
+    files = c.get(f"/api/v1/reports/{rid}.json").json()["files"]
+    assert keys == [f"reports/{rid}/{name}" for name in sorted(files)] and "requests.jsonl" in files
+    raw = c.get(f"/reports/{rid}/files/requests.jsonl")
+    assert raw.status_code == 200 and raw.content == (tiny_report / "requests.jsonl").read_bytes()
+    assert not (tmp_path / "r-blobs").exists()  # nothing went to the default folder

@@ -11,7 +11,7 @@ from lair.registry.db.engine import current_revision, make_engine, migrate
 from lair.registry.db.schema import Base
 
 APP_TABLES = {"users", "recipes", "recipe_tags", "revisions", "measurements", "votes", "registry_version"}
-APP_TABLES |= {"sessions", "api_tokens", "reports", "quality_measurements", "external_identities"}
+APP_TABLES |= {"sessions", "api_tokens", "reports", "quality_measurements", "external_identities", "blobs"}
 VERSIONS = Path(mig.__file__).parent / "versions"
 HEAD = sorted(p.name[:4] for p in VERSIONS.glob("[0-9][0-9][0-9][0-9]_*.py"))[-1]
 

@@ -21,6 +21,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -30,6 +31,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 __all__ = [
     "ApiToken",
     "Base",
+    "Blob",
     "ExternalIdentity",
     "Measurement",
     "QualityMeasurement",
@@ -296,3 +298,14 @@ class ExternalIdentity(Base):
         UniqueConstraint("provider", "subject", name="uq_external_identities_provider_subject"),
         Index("ix_external_identities_user", "user_id"),
     )
+
+
+class Blob(Base):
+    """A raw file of a stored report when the blob store is the database (``--blobs db``, migration
+    0007): the key is its path under the store (``reports/<id>/<name>``)."""
+
+    __tablename__ = "blobs"
+
+    key: Mapped[str] = mapped_column(String(500), primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    size: Mapped[int] = mapped_column(BigInteger)

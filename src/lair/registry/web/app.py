@@ -146,7 +146,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.engine = engine
-    app.state.blobs = blob_store(blobs or os.environ.get("LAIR_REGISTRY_BLOBS"), db_url=url)
+    app.state.blobs = blob_store(blobs, db_url=url, engine=engine)
     app.state.public_url = public
     app.state.oauth_providers = [{"name": p.name, "title": p.title} for p in providers.values()]
     size = (
