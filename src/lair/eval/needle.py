@@ -10,7 +10,15 @@ import time
 
 from lair.eval.model import EvalOptions, RepeatResult, SampleRecord
 
-__all__ = ["run_needle"]
+__all__ = ["needle_secrets", "run_needle"]
+
+COLOURS = ("amber", "cobalt", "violet", "saffron")
+
+
+def needle_secrets(seed: int, count: int) -> list[str]:
+    """The passphrases of a repeat with ``seed``, one per depth (the registry regenerates them)."""
+    rnd = random.Random(seed)
+    return [f"{rnd.choice(COLOURS)}-{rnd.randrange(1000, 10000)}" for _ in range(count)]
 
 
 def _stderr(p: float, n: int) -> float | None:
@@ -21,11 +29,10 @@ def run_needle(url: str, model: str, opts: EvalOptions, repeat: int) -> RepeatRe
     from lair.bench import BenchOptions, run_bench
 
     seed = opts.seed + repeat
-    rnd = random.Random(seed)
     t0 = time.monotonic()
     records = []
-    for i, depth in enumerate(opts.needle_depths):
-        secret = f"{rnd.choice(['amber', 'cobalt', 'violet', 'saffron'])}-{rnd.randrange(1000, 10000)}"
+    secrets = needle_secrets(seed, len(opts.needle_depths))
+    for i, (depth, secret) in enumerate(zip(opts.needle_depths, secrets, strict=True)):
         bench = BenchOptions(
             model=model,
             contexts=[opts.needle_context],

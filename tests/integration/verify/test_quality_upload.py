@@ -316,3 +316,43 @@ def test_gsm8k_is_verified_against_the_registry_s_own_copy_of_the_data_set(
     )  # fmt: skip
     assert q["score"] == pytest.approx(100 * 2 / 3)
     assert q["stderr"] == pytest.approx(100 * math.sqrt(2 / 3 * 1 / 3 / 2))
+
+
+def _needle_report(reply: str, out: Path, recipe: Path) -> Path:
+    from lair.testing.calibrated_server import running_server
+
+    with running_server("--ttft-ms", "5", "--token-ms", "1", "--reply", reply) as url:
+        args = ["--suite", "needle", "--needle-context", "256", "--needle-depths", "0.2,0.8", "--seed", "5"]
+        res = lair("eval", url, *args, "--recipe", str(recipe), "--out", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def needle_report(tmp_path_factory: pytest.TempPathFactory, lair_home: Path) -> Path:
+    """The needle at two depths against a server that replies the first depth's passphrase (1/2)."""
+    where = tmp_path_factory.mktemp("needle")
+    recipe = tiny_copy(where)
+    first = _needle_report("no idea", where / "probe", recipe)  # the passphrases of seed 5
+    secret = _samples(first)[0]["target"]
+    return _needle_report(secret, where / "report", recipe)
+
+
+def test_the_needle_is_verified_with_its_passphrases_regenerated(
+    site: Site, needle_report: Path, tmp_path: Path
+) -> None:
+    samples = _samples(needle_report)
+    assert [s["verdict"] for s in samples] == ["pass", "fail"]
+    forged = _copy(needle_report, tmp_path / "forged")
+    claimed = [s | {"target": samples[0]["output"], "score": 1.0, "verdict": "pass"} for s in samples]
+    spread = {"scores": [1.0], "min": 1.0, "max": 1.0, "std": 0.0, "flips": 0}
+    _rewrite(forged, claimed, score=1.0, stderr=0.0, spread=spread)  # "both depths found"
+    _tampered(
+        site, forged, "eval suite needle repeat 0 document 1: the target is not the data set's reference"
+    )
+    r = _post(site[0], needle_report)
+    assert r.status_code == 201, r.text
+    (q,) = r.json()["quality"]
+    assert (q["suite"], q["metric"], q["n"], q["score"], q["stderr"], q["provenance"]) == (
+        "needle", "found", 2, 50.0, 50.0, "verified"
+    )  # fmt: skip

@@ -11,8 +11,9 @@ the suite's figures the mean over repeats.
 Exact-match suites whose task config the registry knows (lair_arith, gsm8k: :mod:`.scoring`) are
 re-scored: each sample's verdict is computed again from its output and target with the suite's own
 lm-eval filter and metric, and each target must be the data set's reference for that document. A
-suite that passes all of it is ``verified``. Anything else (HumanEval: its programs are never run on
-the registry; the needle; a task the registry has no config or data set for) is stored as
+suite that passes all of it is ``verified``; so is the needle, whose passphrases are regenerated
+from the repeat's seed and must be in the answers that pass. Anything else (HumanEval: its programs
+are never run on the registry; a task the registry has no config or data set for) is stored as
 ``reported-by-report``, with the reason, after the consistency checks.
 """
 
@@ -24,7 +25,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from lair.registry.service.scoring import Scorer, scorer_for
+from lair.registry.service.scoring import NeedleScorer, Scorer, scorer_for
 
 __all__ = ["SAMPLES", "TOL", "check_eval", "mean_stderr"]
 
@@ -80,7 +81,10 @@ def _by_repeat(where: str, suite: dict[str, Any], rows: list[dict[str, Any]], re
     return [reps[k] for k in sorted(reps)]
 
 
-def _verdicts(where: str, rows: list[dict[str, Any]], sc: Scorer | None, reasons: list[str]) -> None:
+AnyScorer = Scorer | NeedleScorer
+
+
+def _verdicts(where: str, rows: list[dict[str, Any]], sc: AnyScorer | None, reasons: list[str]) -> None:
     for r in rows:
         at = f"{where} repeat {r.get('repeat', 0)} document {r['doc_id']}"
         score, verdict = r.get("score"), r.get("verdict")
@@ -94,8 +98,7 @@ def _verdicts(where: str, rows: list[dict[str, Any]], sc: Scorer | None, reasons
                 f"{at}: score {score} in the report; re-scoring its output gives {again} "
                 f"(answer {got!r}, target {r.get('target')!r})"
             )
-        ref = sc.references
-        if ref is not None and (int(r["doc_id"]) >= len(ref) or ref[int(r["doc_id"])] != r.get("target")):
+        if sc.has_references and sc.reference(r["repeat"], r["doc_id"]) != r.get("target"):
             reasons.append(f"{at}: the target is not the data set's reference for this document")
 
 
@@ -130,10 +133,14 @@ def _agreement(where: str, suite: dict[str, Any], again: dict[str, Any], reasons
         )
 
 
-def _expected_n(where: str, suite: dict[str, Any], sc: Scorer | None, limit: Any, reasons: list[str]) -> None:
-    if sc is None or sc.references is None:
+def _expected_n(
+    where: str, suite: dict[str, Any], sc: AnyScorer | None, limit: Any, reasons: list[str]
+) -> None:
+    size = sc.size if sc is not None and sc.has_references else None
+    if sc is None or size is None:
         return
-    size = len(sc.references)
+    if not sc.limited:
+        limit = None
     want = min(int(limit), size) if isinstance(limit, int) and limit > 0 else size
     if suite.get("n") != want:
         reasons.append(
@@ -159,11 +166,14 @@ def _row(suite: dict[str, Any], again: dict[str, Any], provenance: str, note: st
     }
 
 
-def _scorer(suite: dict[str, Any], local_data: bool) -> Scorer | str:
+def _scorer(suite: dict[str, Any], opts: dict[str, Any], local_data: bool) -> AnyScorer | str:
     if suite.get("kind") == "humaneval":
         return "HumanEval programs are never run on the registry: verdicts are the report's"
     if suite.get("kind") == "needle":
-        return "needle answers are not re-scored on the registry"
+        seed, depths = opts.get("seed"), opts.get("needle_depths")
+        if not isinstance(seed, int) or not isinstance(depths, list):
+            return "the report's options lack the needle's seed and depths"
+        return NeedleScorer(seed, len(depths))
     return scorer_for(str(suite.get("suite")), str(suite.get("metric") or ""), references=not local_data)
 
 
@@ -174,8 +184,8 @@ def _suite(
     start = len(reasons)
     reps = _by_repeat(where, suite, rows, reasons)
     data = opts.get("data") or {}
-    sc = _scorer(suite, bool(data.get(str(suite.get("suite"))) or data.get("")))
-    scorer = sc if isinstance(sc, Scorer) else None
+    sc = _scorer(suite, opts, bool(data.get(str(suite.get("suite"))) or data.get("")))
+    scorer = None if isinstance(sc, str) else sc
     _verdicts(where, rows, scorer, reasons)
     _expected_n(where, suite, scorer, opts.get("limit"), reasons)
     if not reps or len(reasons) > start:
@@ -184,7 +194,7 @@ def _suite(
     _agreement(where, suite, again, reasons)
     if len(reasons) > start:
         return None
-    if scorer is not None and scorer.references is not None:
+    if scorer is not None and scorer.has_references:
         return _row(suite, again, "verified", "")
     return _row(suite, again, "reported-by-report", scorer.why_no_references if scorer else str(sc))
 

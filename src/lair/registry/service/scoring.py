@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Scorer", "scorer_for"]
+__all__ = ["NeedleScorer", "Scorer", "scorer_for"]
 
 _CONFIG_KEYS = ("metric", "aggregation", "higher_is_better")
 
@@ -30,6 +30,21 @@ class Scorer:
     """The data set's target per document, or None when the registry does not have the data set."""
     why_no_references: str = ""
 
+    limited = True
+    """``--limit`` takes the first documents of the data set."""
+
+    @property
+    def has_references(self) -> bool:
+        return self.references is not None
+
+    @property
+    def size(self) -> int | None:
+        return len(self.references) if self.references is not None else None
+
+    def reference(self, repeat: int, doc_id: int) -> str | None:
+        refs = self.references
+        return refs[doc_id] if refs is not None and 0 <= doc_id < len(refs) else None
+
     def extract(self, output: str) -> str:
         resps: Any = [[output]]
         for f in self.filters:
@@ -39,6 +54,31 @@ class Scorer:
     def score(self, output: str, target: str) -> tuple[float, str]:
         got = self.extract(output)
         return float(self.metric(references=[target], predictions=[got], **self.kwargs)["exact_match"]), got
+
+
+@dataclass(frozen=True)
+class NeedleScorer:
+    """lair's needle: a sample passes when its answer holds the passphrase (any case); the passphrase
+    of each depth is regenerated from the repeat's seed (:func:`lair.eval.needle.needle_secrets`)."""
+
+    seed: int
+    depths: int
+    limited = False
+    has_references = True
+    why_no_references = ""
+
+    @property
+    def size(self) -> int:
+        return self.depths
+
+    def reference(self, repeat: int, doc_id: int) -> str | None:
+        from lair.eval.needle import needle_secrets
+
+        secrets = needle_secrets(self.seed + repeat, self.depths)
+        return secrets[doc_id] if 0 <= doc_id < self.depths else None
+
+    def score(self, output: str, target: str) -> tuple[float, str]:
+        return (1.0 if target and target.lower() in output.lower() else 0.0), output[:80]
 
 
 def _filters(cfg: dict[str, Any], name: str) -> tuple[Any, ...] | None:
