@@ -1,6 +1,6 @@
 """Registry test helpers users may want too: a throw-away PostgreSQL database, a ``lair serve``
 process on an ephemeral port (started with its descriptors closed, stopped and reaped on exit), and a
-snapshot of every table to prove that a refused request changed nothing."""
+snapshot of every table to prove that a refused request changed nothing; a hand-set verified speed row."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from pathlib import Path
 
 __all__ = [
     "PG_ADMIN_URL",
+    "add_verified_row",
     "db_snapshot",
     "free_port",
     "pg_database",
@@ -153,3 +154,41 @@ def unsafe_routes(app: object) -> set[tuple[str, str]]:
         elif isinstance(r, Mount):
             pending += [(prefix + r.path, sub) for sub in r.routes]
     return out
+
+
+def add_verified_row(
+    conn: object,
+    slug: str,
+    *,
+    context: int,
+    decode_tok_s: float,
+    submitted_by: int | None = None,
+    refresh: bool = True,
+) -> int:
+    """A verified speed row of ``slug``'s latest revision, as an accepted report leaves one (without the
+    report itself): the recipe's speed columns recomputed (unless ``refresh`` is off: a database at a
+    schema before them) and the data version bumped; its measurement id."""
+    import sqlalchemy as sa
+
+    from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, bump_version, now
+    from lair.registry.service.speeds import refresh_speeds
+
+    assert isinstance(conn, sa.Connection)
+    rid, rev = conn.execute(
+        sa.select(RECIPES.c.id, REVISIONS.c.id)
+        .join(REVISIONS, REVISIONS.c.recipe_id == RECIPES.c.id)
+        .where(RECIPES.c.slug == slug, REVISIONS.c.number == RECIPES.c.latest_revision)
+    ).one()
+    values = {"recipe_id": rid, "revision_id": rev, "context": context, "concurrency": 1}
+    values |= {"decode_tok_s": decode_tok_s, "provenance": "verified", "submitted_by": submitted_by}
+    values |= {
+        "rig_fingerprint": secrets.token_hex(8),
+        "report_id": secrets.token_hex(8),
+        "created_at": now(),
+    }
+    stmt = sa.insert(MEASUREMENTS).values(**values).returning(MEASUREMENTS.c.id)
+    mid = int(conn.execute(stmt).scalar_one())
+    if refresh:
+        refresh_speeds(conn, rid)
+    bump_version(conn)  # as every write: cached pages of every process go stale
+    return mid

@@ -16,9 +16,9 @@ from starlette.testclient import TestClient
 
 from lair.registry.db.engine import make_engine, migrate
 from lair.registry.service.accounts import create_token, create_user
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, add_revision, now, publish
-from lair.registry.service.speeds import refresh_speeds
+from lair.registry.service.publish import MEASUREMENTS, RECIPES, add_revision, now, publish
 from lair.registry.web.app import create_app
+from lair.testing.registry import add_verified_row
 
 REPORTED = {"a": 500.0, "b": 400.0, "c": 300.0, "d": 200.0}  # at ctx 2048, typed by the authors
 VERIFIED = {  # (context, decode tok/s) of each recipe's verified rows; "d" has none
@@ -53,31 +53,6 @@ class World:
     fast_row: int  # c's verified 1000 tok/s row
 
 
-def _verified_insert(conn: sa.Connection, slug: str, context: int, decode: float, user: int) -> int:
-    rid, rev = conn.execute(
-        sa.select(RECIPES.c.id, REVISIONS.c.id)
-        .join(REVISIONS, REVISIONS.c.recipe_id == RECIPES.c.id)
-        .where(RECIPES.c.slug == slug)
-    ).one()
-    values = {"recipe_id": rid, "revision_id": rev, "context": context, "concurrency": 1}
-    values |= {"decode_tok_s": decode, "provenance": "verified", "submitted_by": user}
-    values |= {
-        "rig_fingerprint": f"rig-{slug}-{decode}",
-        "report_id": f"{slug}{context}",
-        "created_at": now(),
-    }
-    return int(
-        conn.execute(sa.insert(MEASUREMENTS).values(**values).returning(MEASUREMENTS.c.id)).scalar_one()
-    )
-
-
-def _verified_row(conn: sa.Connection, slug: str, context: int, decode: float, user: int) -> int:
-    mid = _verified_insert(conn, slug, context, decode, user)
-    rid = conn.execute(sa.select(MEASUREMENTS.c.recipe_id).where(MEASUREMENTS.c.id == mid)).scalar_one()
-    refresh_speeds(conn, rid)  # what accepting a report does after inserting its rows
-    return mid
-
-
 @pytest.fixture
 def world(db_url: str) -> Iterator[World]:
     engine = make_engine(db_url)
@@ -88,7 +63,7 @@ def world(db_url: str) -> Iterator[World]:
         for name, decode in REPORTED.items():
             publish(conn, _text(name, decode), owner="author")
         rows = {
-            (n, ctx, d): _verified_row(conn, f"v-{n}", ctx, d, uid)
+            (n, ctx, d): add_verified_row(conn, f"v-{n}", context=ctx, decode_tok_s=d, submitted_by=uid)
             for n, cells in VERIFIED.items()
             for ctx, d in cells
         }
@@ -183,7 +158,7 @@ def test_migration_0005_fills_the_speeds_of_rows_stored_before_it(db_url: str) -
         for name in ("a", "c"):
             publish(conn, _text(name, REPORTED[name]), owner="author")
         rows = [
-            _verified_insert(conn, f"v-{n}", ctx, d, uid)
+            add_verified_row(conn, f"v-{n}", context=ctx, decode_tok_s=d, submitted_by=uid, refresh=False)
             for n, cells in VERIFIED.items()
             if n != "b"
             for ctx, d in cells
