@@ -26,7 +26,15 @@ from schemathesis.specs.openapi.checks import (
 from lair.registry.db.engine import connect_url, make_engine, migrate
 from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.blobs import FileBlobStore
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, now, publish, seed_examples
+from lair.registry.service.publish import (
+    MEASUREMENTS,
+    QUALITY,
+    RECIPES,
+    REVISIONS,
+    now,
+    publish,
+    seed_examples,
+)
 from lair.registry.service.reports import REPORTS
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import COOKIE, UNSAFE_METHODS
@@ -81,12 +89,13 @@ REPORT_FILES = {
     "report.md": "# run\n",
     "llama31-8b.recipe.toml": 'engine = "sglang"\n',
     "logs/engine.log": "ready\n",
+    "eval_samples.jsonl": '{"suite": "gsm8k", "doc_id": 0, "score": 1.0, "verdict": "pass"}\n',
 }
 
 
 def _store_report(conn: sa.Connection, store: FileBlobStore, uid: int) -> None:
     """A stored report, as an accepted upload leaves it: its row, its raw files in the blob store and
-    a verified speed row of the Llama recipe that links to them."""
+    a verified speed row and a verified quality row of the Llama recipe that link to them."""
     rec, rev = conn.execute(
         sa.select(RECIPES.c.id, REVISIONS.c.id)
         .join(REVISIONS, REVISIONS.c.recipe_id == RECIPES.c.id)
@@ -110,6 +119,12 @@ def _store_report(conn: sa.Connection, store: FileBlobStore, uid: int) -> None:
         sa.insert(MEASUREMENTS).values(
             context=2048, concurrency=1, decode_tok_s=120.0, provenance="verified", report_id=REPORT_ID,
             created_at=now(), **ids,
+        )
+    )  # fmt: skip
+    conn.execute(
+        sa.insert(QUALITY).values(
+            suite="gsm8k", metric="exact_match,strict-match", score=100.0, n=1, repeats=1, spread_min=100.0,
+            spread_max=100.0, flips=0, provenance="verified", report_id=REPORT_ID, created_at=now(), **ids,
         )
     )  # fmt: skip
 
@@ -268,6 +283,8 @@ def test_a_stored_report_and_its_raw_files_answer_200_in_their_schemas(api_schem
     (verified,) = [m for m in row["measurements"] if m["tier"] == "verified"]
     assert verified["links"]["fingerprint"] == f"/reports/{REPORT_ID}/files/fingerprint.json"
     assert verified["links"]["logs"] == f"/reports/{REPORT_ID}/files/logs/engine.log"
+    (quality,) = [q for q in row["quality"] if q["tier"] == "verified"]
+    assert quality["links"]["samples"] == f"/reports/{REPORT_ID}/files/eval_samples.jsonl"
 
 
 def test_the_document_describes_the_report_routes(api_schema: object) -> None:

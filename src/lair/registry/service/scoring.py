@@ -9,7 +9,6 @@ registry's own copy: bundled for lair_arith, the local Hugging Face cache for hu
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -110,9 +109,14 @@ def _target_of(template: Any) -> Callable[[dict[str, Any]], str] | None:
     return lambda doc: str(doc[template])
 
 
-@functools.cache
+_LOADED: dict[str, tuple[str, ...]] = {}
+"""References read once per process; a data set missing now is looked for again next time."""
+
+
 def _references(suite: str) -> tuple[tuple[str, ...] | None, str]:
     """The targets of the suite's test documents, in lm-eval's doc_id order (offline)."""
+    if suite in _LOADED:
+        return _LOADED[suite], ""
     import datasets
 
     from lair.eval.suites import LOCAL_BUILDERS, builtin_config, hub_cached, offline_config, offline_env
@@ -141,7 +145,8 @@ def _references(suite: str) -> tuple[tuple[str, ...] | None, str]:
             None,
             f"the data set {path} is not on the registry ({type(exc).__name__}): references not checked",
         )
-    return tuple(target(dict(d)) for d in docs), ""
+    _LOADED[suite] = tuple(target(dict(d)) for d in docs)
+    return _LOADED[suite], ""
 
 
 def scorer_for(suite: str, metric_key: str, references: bool = True) -> Scorer | str:

@@ -299,7 +299,8 @@ def _report_paths() -> dict[str, Any]:
         "required": True,
         "schema": {"type": "string", "pattern": "^[0-9a-f]{16}$"},
     }
-    kept = r"^(results\.json|requests\.jsonl|fingerprint\.json|report\.md|[\w.-]+\.recipe\.toml)$"
+    kept = r"^(results\.json|requests\.jsonl|fingerprint\.json|report\.md|eval_samples\.jsonl"
+    kept += r"|[\w.-]+\.recipe\.toml)$"
     name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string", "pattern": kept}}
     log = {
         "name": "log",
