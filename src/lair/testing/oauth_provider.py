@@ -14,7 +14,9 @@ Both require PKCE (S256), check the client secret, the registered redirect URI a
 trip, and use a code once. ``consent`` picks what the authorize endpoint does: ``"allow"`` redirects back
 with a code for the user ``login``, ``"deny"`` with ``error=access_denied``, ``"page"`` shows a form with
 Authorize / Deny buttons (for browsers). ``token_status`` makes the token endpoint fail with that
-status (a provider having an outage); ``requests`` records (method, path, parameters) of every call.
+status (a provider having an outage); ``forge`` (``"key"``, ``"audience"``, ``"issuer"``, ``"nonce"``)
+issues ``id_token``s a client must refuse: signed by a key not in the JWKS, or with that claim wrong;
+``requests`` records (method, path, parameters) of every call.
 """
 
 from __future__ import annotations
@@ -143,6 +145,7 @@ class OAuthProvider:
         self.login = ""
         self.consent = "allow"
         self.token_status: int | None = None
+        self.forge: str | None = None
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.codes: dict[str, _Code] = {}
         self.tokens: dict[str, ProviderUser] = {}
@@ -222,10 +225,15 @@ def _server(p: OAuthProvider) -> AuthorizationServer:
 
     class IdToken(OpenIDCode):  # type: ignore[misc]
         def resolve_client_private_key(self, client: Any) -> RSAKey:
-            return p.key
+            return RSAKey.generate_key(2048) if p.forge == "key" else p.key
 
         def get_client_claims(self, client: Any) -> dict[str, Any]:
-            return {"iss": p.base_url, "aud": [client.get_client_id()]}
+            aud = "another-client" if p.forge == "audience" else client.get_client_id()
+            return {"iss": p.base_url + ("/other" if p.forge == "issuer" else ""), "aud": [aud]}
+
+        def get_authorization_code_claims(self, code: _Code) -> dict[str, Any]:
+            claims: dict[str, Any] = super().get_authorization_code_claims(code)
+            return claims | ({"nonce": "another-nonce"} if p.forge == "nonce" else {})
 
         def get_encode_header(self, client: Any) -> dict[str, str]:
             return {"alg": "RS256", "kid": str(p.key.kid)}

@@ -6,6 +6,7 @@ rate limit."""
 
 from __future__ import annotations
 
+import html
 import secrets
 import sqlite3
 from collections.abc import Iterator
@@ -94,7 +95,7 @@ def me(page: str) -> str | None:
 
 
 def form_error(page: str) -> str:
-    return page.split('id="form-error">', 1)[1].split("</p>", 1)[0]
+    return html.unescape(page.split('id="form-error">', 1)[1].split("</p>", 1)[0])
 
 
 def users(site: Site) -> list[tuple[str, str, str]]:
@@ -219,6 +220,27 @@ def test_a_bad_code_and_a_provider_outage_end_on_the_sign_in_page(site: Site) ->
     finally:
         site.hf.start()
     assert me(b.get(site.base + "/").text) is None
+
+
+@pytest.mark.parametrize(
+    ("forge", "why"),
+    [
+        ("key", "bad_signature"),
+        ("audience", "Missing claim: 'azp'"),  # an audience without this client needs azp naming it
+        ("issuer", "Invalid claim: 'iss'"),
+        ("nonce", "Invalid claim: 'nonce'"),
+    ],
+)
+def test_a_forged_id_token_is_refused(site: Site, forge: str, why: str) -> None:
+    site.hf.add_user(4343, "forged")
+    site.hf.login, site.hf.forge = "forged", forge
+    try:
+        resp = client(site).get(site.base + "/auth/huggingface/login")
+    finally:
+        site.hf.forge = None
+    _refused(resp, 502, "the identity token was refused")
+    assert why in form_error(resp.text)
+    assert "forged" not in [name for name, _, _ in users(site)]
 
 
 def test_in_chromium_github_with_consent_a_denial_and_a_password(

@@ -108,7 +108,8 @@ async def callback(request: Request) -> Response:
     except OAuthError as exc:
         return _failed(request, p, *_oauth_message(exc))
     except JoseError as exc:
-        return _failed(request, p, f"the identity token was refused ({exc.error})", 502)
+        why = exc.error + (f": {exc.description[:200]}" if exc.description else "")
+        return _failed(request, p, f"the identity token was refused ({why})", 502)
     except (httpx2.HTTPError, ValueError, RuntimeError) as exc:
         return _failed(request, p, f"{p.title} is unavailable ({type(exc).__name__})", 502)
     resp = RedirectResponse("/", status_code=303)
