@@ -15,8 +15,9 @@ trip, and use a code once. ``consent`` picks what the authorize endpoint does: `
 with a code for the user ``login``, ``"deny"`` with ``error=access_denied``, ``"page"`` shows a form with
 Authorize / Deny buttons (for browsers). ``token_status`` makes the token endpoint fail with that
 status (a provider having an outage); ``forge`` (``"key"``, ``"audience"``, ``"issuer"``, ``"nonce"``)
-issues ``id_token``s a client must refuse: signed by a key not in the JWKS, or with that claim wrong;
-``requests`` records (method, path, parameters) of every call.
+issues ``id_token``s a client must refuse: signed by a key not in the JWKS, or with that claim wrong
+(``"userinfo"``: the user endpoint names another ``sub``); ``lean_id_token`` leaves the profile claims
+out of the ``id_token`` (only ``sub``); ``requests`` records (method, path, parameters) of every call.
 """
 
 from __future__ import annotations
@@ -146,6 +147,7 @@ class OAuthProvider:
         self.consent = "allow"
         self.token_status: int | None = None
         self.forge: str | None = None
+        self.lean_id_token = False
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.codes: dict[str, _Code] = {}
         self.tokens: dict[str, ProviderUser] = {}
@@ -242,6 +244,8 @@ def _server(p: OAuthProvider) -> AuthorizationServer:
             return nonce in p.nonces  # a nonce that a code was issued for already: a replay
 
         def generate_user_info(self, user: ProviderUser, scope: str) -> UserInfo:
+            if p.lean_id_token:
+                return UserInfo(sub=str(user.id))
             return UserInfo(sub=str(user.id), preferred_username=user.login, name=user.name)
 
     class Server(AuthorizationServer):  # type: ignore[misc]
@@ -367,7 +371,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif p.kind == "github":
             self._json(200, {"id": user.id, "login": user.login, "name": user.name, "type": "User"})
         else:
-            self._json(200, {"sub": str(user.id), "preferred_username": user.login, "name": user.name})
+            sub = str(user.id + 1 if p.forge == "userinfo" else user.id)
+            self._json(200, {"sub": sub, "preferred_username": user.login, "name": user.name})
 
 
 def _consent_page(p: OAuthProvider, params: dict[str, str]) -> str:

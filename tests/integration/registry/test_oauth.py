@@ -222,6 +222,19 @@ def test_a_bad_code_and_a_provider_outage_end_on_the_sign_in_page(site: Site) ->
     assert me(b.get(site.base + "/").text) is None
 
 
+def test_an_id_token_without_a_user_name_is_completed_from_the_user_endpoint(site: Site) -> None:
+    site.hf.add_user(5151, "lean-token")
+    site.hf.login, site.hf.lean_id_token = "lean-token", True
+    try:
+        assert me(client(site).get(site.base + "/auth/huggingface/login").text) == "lean-token"
+        assert site.hf.requests[-1][1] == "/oauth/userinfo"
+        site.hf.forge = "userinfo"  # and it must name the token's user
+        resp = client(site).get(site.base + "/auth/huggingface/login")
+        _refused(resp, 502, "the user endpoint names another user than the token")
+    finally:
+        site.hf.lean_id_token, site.hf.forge = False, None
+
+
 @pytest.mark.parametrize(
     ("forge", "why"),
     [
