@@ -59,6 +59,7 @@ __all__ = [
 
 Container = Literal["docker", "apptainer", "enroot", "none"]
 PLAN_WAIT_S = 300  # the main job gives lair this long to write the plan once it runs
+REAP_GRACE_S = 10.0  # after_stop: a leftover process of the run gets this long after TERM, then KILL
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class SlurmJobSettings:
     gres_per_node: str | None = None  # e.g. "gpu:4"; default from the recipe's GPUs
     container: Container = "docker"
     time_limit: str | None = None  # sbatch --time
+    reap_grace_s: float = REAP_GRACE_S  # after_stop's TERM-to-KILL grace for the run's leftovers
 
 
 # ---- sbatch options ------------------------------------------------------------------------------
@@ -361,23 +363,24 @@ def _serve(plan: Plan, r: Recipe, n: NodePlan, container: Container) -> str:
 _REAP = r"""# the run's processes left on this node: every one whose environment says LAIR_RUN_ID=RUN (a
 # server's children that outlived it escape Slurm's process tracking once they are orphaned)
 left() { grep -lsxzF "LAIR_RUN_ID=$1" /proc/[0-9]*/environ | cut -d/ -f3 | grep -vx "$$" | tr '\n' ' '; }
-reap() {  # RUN: TERM what is left, KILL it after 10 s, fail if anything survives
+reap() {  # RUN TICKS: TERM what is left, KILL it after TICKS x 0.1 s, fail if anything survives
   pids=$(left "$1"); [ -n "$pids" ] || return 0
   echo "lair: stopping processes of the run left on $(hostname): $pids"
   kill -TERM $pids 2>/dev/null
-  for _ in $(seq 100); do [ -n "$(left "$1")" ] || return 0; sleep 0.1; done
+  for _ in $(seq "$2"); do [ -n "$(left "$1")" ] || return 0; sleep 0.1; done
   kill -KILL $(left "$1") 2>/dev/null
   for _ in $(seq 50); do [ -n "$(left "$1")" ] || return 0; sleep 0.1; done
   echo "lair: processes $(left "$1") of the run survived SIGKILL" >&2; return 1
 }"""
 
 
-def _after_stop(n: NodePlan) -> str:
+def _after_stop(n: NodePlan, grace_s: float) -> str:
     lines = [_LIB, _REAP, "status=0"]
     for s in n.stage(Stage.STOP):
         if s.argv:
             lines.append(f"{shlex.join(s.argv)} >/dev/null 2>&1")
-    lines.append(f"reap {shlex.quote(n.lair_env['LAIR_RUN_ID'])} || status=$?")
+    ticks = max(1, math.ceil(grace_s * 10))  # reap polls every 0.1 s
+    lines.append(f"reap {shlex.quote(n.lair_env['LAIR_RUN_ID'])} {ticks} || status=$?")
     for s in n.stage(Stage.AFTER_STOP):
         lines.append(_hook(s).replace("|| exit $?", "|| status=$?"))
     lines += [f"rm -rf {shlex.quote(n.workdir)}", "exit $status"]
@@ -405,5 +408,5 @@ def node_scripts(
         copies.update(files)
         out[f"r{n.rank}/before_serve.sh"] = before
         out[f"r{n.rank}/serve.sh"] = _serve(plan, r, n, s.container)
-        out[f"r{n.rank}/after_stop.sh"] = _after_stop(n)
+        out[f"r{n.rank}/after_stop.sh"] = _after_stop(n, s.reap_grace_s)
     return out, copies

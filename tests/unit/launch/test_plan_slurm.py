@@ -16,6 +16,7 @@ from lair.errors import ConfigError, LaunchError
 from lair.inventory import Node, load_inventory
 from lair.launch.resolve import Request, prepare
 from lair.plan.slurm import (
+    REAP_GRACE_S,
     SlurmJobSettings,
     apptainer_argv,
     epilogue_script,
@@ -184,10 +185,13 @@ def test_identical_ranks_stay_one_job(tmp_path: Path) -> None:
 
 def test_after_stop_ends_what_the_run_left_on_the_node(tmp_path: Path) -> None:
     """after_stop.sh run with bash: processes of the run (by their LAIR_RUN_ID) that outlived the job
-    are ended, one ignoring TERM by KILL; another run's process is left alone."""
+    are ended, one ignoring TERM by KILL once the (here shortened) grace has passed; another run's
+    process is left alone."""
     native = 'engine = "custom"\nruntime = "native"\nentrypoint = ["sh", "-c", "exec x"]\n'
     plan, r = _plan(tmp_path, native)
-    script = node_scripts(plan, r, SlurmJobSettings(container="none"), JOB)[0]["r0/after_stop.sh"]  # type: ignore[arg-type]
+    grace = 1.5
+    settings = SlurmJobSettings(container="none", reap_grace_s=grace)
+    script = node_scripts(plan, r, settings, JOB)[0]["r0/after_stop.sh"]  # type: ignore[arg-type]
 
     def spawn(run_id: str, cmd: str) -> subprocess.Popen[bytes]:
         env = {**os.environ, "LAIR_RUN_ID": run_id}
@@ -207,11 +211,25 @@ def test_after_stop_ends_what_the_run_left_on_the_node(tmp_path: Path) -> None:
         assert str(polite.pid) in res.stdout and str(stubborn.pid) in res.stdout
         assert str(other.pid) not in res.stdout
         assert polite.wait(timeout=5) == -signal.SIGTERM and stubborn.wait(timeout=5) == -signal.SIGKILL
-        assert other.poll() is None and time.monotonic() - t0 >= 10  # KILL only after the 10 s grace
+        took = time.monotonic() - t0
+        assert other.poll() is None and grace <= took < REAP_GRACE_S  # KILL only after the grace
     finally:
         for p in (polite, stubborn, other):
             p.kill()
             p.wait()
+
+
+def test_after_stop_waits_the_default_grace_unless_told(tmp_path: Path) -> None:
+    """The default grace stays 10 s: 100 polls of 0.1 s before KILL; a shorter one polls fewer."""
+    native = 'engine = "custom"\nruntime = "native"\nentrypoint = ["sh", "-c", "exec x"]\n'
+    plan, r = _plan(tmp_path, native)
+
+    def reap_line(settings: SlurmJobSettings) -> str:
+        script = node_scripts(plan, r, settings, JOB)[0]["r0/after_stop.sh"]  # type: ignore[arg-type]
+        return next(line for line in script.splitlines() if line.startswith("reap "))
+
+    assert reap_line(SlurmJobSettings(container="none")) == "reap run1 100 || status=$?"
+    assert reap_line(SlurmJobSettings(container="none", reap_grace_s=0.25)) == "reap run1 3 || status=$?"
 
 
 def test_a_node_given_to_two_ranks_is_refused() -> None:
