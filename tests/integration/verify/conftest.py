@@ -1,6 +1,7 @@
 """Real run reports for the registry's verification: the bundled tiny-cpu example launched and
 benchmarked on llama.cpp (xllamacpp) through the real ``lair`` command, once per session; and the
-registry they are uploaded to (the real app in process, over SQLite and PostgreSQL)."""
+registry they are uploaded to (the real app in process, over SQLite and PostgreSQL). The headless
+Chromium (``browser``) is the shared one of :mod:`lair.testing.fixtures`."""
 
 from __future__ import annotations
 
@@ -19,19 +20,6 @@ from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.publish import seed_examples
 from lair.registry.web.app import create_app
 from lair.testing.registry import pg_database
-
-CHROMIUM = "/usr/bin/chromium"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    """Headless Chromium (the system package) through Playwright."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
