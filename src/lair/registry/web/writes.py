@@ -163,7 +163,7 @@ async def sign_up(request: Request) -> Response:
 
 async def sign_in(request: Request) -> Response:
     """A new session each time (rotated); the old cookie, if any, is revoked."""
-    from lair.registry.service.accounts import authenticate, create_session, revoke_session
+    from lair.registry.service.accounts import authenticate, rotate_session
     from lair.registry.web.auth import COOKIE
 
     data = await _json_body(request)
@@ -172,9 +172,7 @@ async def sign_in(request: Request) -> Response:
     limit(SIGNIN_LIMITS[1], "signin", _address(request))
     with request.app.state.engine.begin() as conn:
         actor = authenticate(conn, name, password)
-        if request.cookies.get(COOKIE):
-            revoke_session(conn, request.cookies[COOKIE])
-        sid, csrf = create_session(conn, actor)
+        sid, csrf = rotate_session(conn, actor, request.cookies.get(COOKIE))
     resp = json_response({"ok": True, "name": actor.name, "csrf": csrf}, cacheable=False)
     _session_cookie(resp, request, sid)
     return resp
