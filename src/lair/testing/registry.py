@@ -1,6 +1,7 @@
 """Registry test helpers users may want too: a throw-away PostgreSQL database, a ``lair serve``
 process on an ephemeral port (started with its descriptors closed, stopped and reaped on exit), and a
-snapshot of every table to prove that a refused request changed nothing; a hand-set verified speed row."""
+snapshot of every table to prove that a refused request changed nothing; a hand-set verified speed row;
+schemathesis' serializer of the report upload's ``application/gzip`` body."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ __all__ = [
     "add_verified_row",
     "db_snapshot",
     "free_port",
+    "gzip_serializer",
     "pg_database",
     "serve_process",
     "unsafe_routes",
@@ -192,3 +194,13 @@ def add_verified_row(
         refresh_speeds(conn, rid)
     bump_version(conn)  # as every write: cached pages of every process go stale
     return mid
+
+
+def gzip_serializer() -> None:
+    """Teach schemathesis (imported here: a test dependency) to send an ``application/gzip`` body, the
+    report upload's, as the bytes generated or given for it."""
+    import schemathesis
+
+    @schemathesis.serializer("application/gzip")
+    def _gzip(ctx: object, value: object) -> bytes:
+        return value if isinstance(value, bytes) else str(value).encode()

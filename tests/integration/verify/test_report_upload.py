@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import schemathesis
 import sqlalchemy as sa
 from sqlalchemy import Engine
 from starlette.testclient import TestClient
@@ -21,8 +22,10 @@ from lair.client import pack_report
 from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.archive import MAX_ARCHIVE_BYTES, MAX_UNPACKED_BYTES
 from lair.registry.service.recompute import check_cells
+from lair.testing.registry import gzip_serializer
 
 pytestmark = [pytest.mark.integration]
+gzip_serializer()
 
 
 def _post(c: TestClient, data: bytes, **headers: str) -> Any:
@@ -92,6 +95,30 @@ def test_a_real_report_is_verified_stored_and_a_second_upload_is_a_duplicate(
     dup = _post(c, pack_report(tiny_report))
     assert dup.status_code == 409 and dup.json()["error"]["code"] == "duplicate"
     assert _stored(engine, blobs)[:2] == (1, len(cells))
+
+
+def test_a_real_upload_and_its_duplicate_answer_in_the_openapi_schemas(
+    site: tuple[TestClient, Engine, Path], tiny_report: Path
+) -> None:
+    """schemathesis' checks on the documented ``submitReport`` with a real report: the 201 body in the
+    SubmittedReport schema (and, by ``ignored_auth``, the same upload refused without a valid token),
+    then the duplicate's 409 in the error schema."""
+    from schemathesis.specs.openapi.checks import positive_data_acceptance
+
+    c = site[0]
+    op = schemathesis.openapi.from_asgi("/api/v1/openapi.json", c.app).find_operation_by_id("submitReport")
+    body, auth = pack_report(tiny_report), {"Authorization": c.headers["authorization"]}
+    r = op.Case(body=body, media_type="application/gzip", headers=auth).call_and_validate()
+    assert r.status_code == 201, r.text
+    doc = r.json()
+    cells = json.loads((tiny_report / "results.json").read_text())["bench"]["cells"]
+    assert [(x["context"], x["concurrency"]) for x in doc["rows"]] == [
+        (c["context"], c["concurrency"]) for c in cells
+    ]
+    assert doc["report_url"] == f"/reports/{doc['id']}"
+    again = op.Case(body=body, media_type="application/gzip", headers=auth)
+    dup = again.call_and_validate(excluded_checks=[positive_data_acceptance])  # a valid body, refused
+    assert dup.status_code == 409 and dup.json()["error"]["code"] == "duplicate"
 
 
 def test_a_verified_row_retracted_by_its_uploader_stays_struck(site: Any, tiny_report: Path) -> None:

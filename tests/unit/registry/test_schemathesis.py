@@ -3,7 +3,9 @@ inputs; no 5xx, statuses, content types and bodies conform to the document."""
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from schemathesis.specs.openapi.checks import (
 
 from lair.registry.db.engine import connect_url, make_engine, migrate
 from lair.registry.service.accounts import create_token, create_user
+from lair.registry.service.archive import MAX_ARCHIVE_BYTES
 from lair.registry.service.blobs import FileBlobStore
 from lair.registry.service.publish import (
     MEASUREMENTS,
@@ -38,7 +41,7 @@ from lair.registry.service.publish import (
 from lair.registry.service.reports import REPORTS
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import COOKIE, UNSAFE_METHODS
-from lair.testing.registry import unsafe_routes
+from lair.testing.registry import gzip_serializer, unsafe_routes
 
 
 def _schema(tmp: Path) -> Any:
@@ -61,10 +64,15 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.fixture(scope="module")
-def write_schema(tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.MonkeyPatch) -> Any:
+def write_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("schemathesis-writes")
+
+
+@pytest.fixture(scope="module")
+def write_schema(write_db: Path, monkeypatch_module: pytest.MonkeyPatch) -> Any:
     """A database of its own: the generated writes (hides included) leave the read tests' data alone."""
     monkeypatch_module.setenv("LAIR_REGISTRY_WRITE_LIMIT", "100000/minute")
-    schema = _schema(tmp_path_factory.mktemp("schemathesis-writes"))
+    schema = _schema(write_db)
 
     @schema.auth()
     class AdminToken:
@@ -154,10 +162,13 @@ WRITES = [
     "showRecipe",
     "hideUser",
     "showUser",
+    "submitReport",
 ]
 
 
 TOKEN: list[str] = []
+
+gzip_serializer()
 WRITE_CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -181,7 +192,9 @@ def test_authenticated_writes_conform(write_schema: Any, operation_id: str) -> N
     operation = write_schema.find_operation_by_id(operation_id)
     seen: list[int] = []
 
-    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    examples = 60 if operation_id == "submitReport" else 40  # random bytes as a report archive
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(case=operation.as_strategy())
     def run(case: schemathesis.Case) -> None:
         seen.append(case.call_and_validate(excluded_checks=[positive_data_acceptance]).status_code)
@@ -292,3 +305,39 @@ def test_the_document_describes_the_report_routes(api_schema: object) -> None:
     assert {"/api/v1/reports/{id}", "/api/v1/reports/{id}.json", "/reports/{id}/files/{name}"} <= set(paths)
     ok = paths["/reports/{id}/files/{name}"]["get"]["responses"]["200"]["content"]
     assert set(ok) == {"application/json", "text/markdown", "text/plain"}
+
+
+def _tgz(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_report_upload_refusals_answer_in_the_error_schema(write_schema: Any, write_db: Path) -> None:
+    """Explicit bodies for each documented refusal of ``POST /api/v1/reports``: every check (the
+    response schemas included) and the reason the envelope gives."""
+    op = write_schema.find_operation_by_id("submitReport")
+    engine = make_engine(connect_url(str(write_db / "registry.sqlite3")))
+    with engine.begin() as conn:
+        uid = create_user(conn, "uploader")
+        tokens = {s: create_token(conn, uid, "cli", (s,)) for s in ("read", "publish")}
+    engine.dispose()
+
+    def send(body: bytes, status: int, needle: str, token: str | None = tokens["publish"]) -> None:
+        auth = {"Authorization": f"Bearer {token}"} if token else {}
+        case = op.Case(body=body, media_type="application/gzip", headers=auth)
+        r = case.call_and_validate(excluded_checks=[positive_data_acceptance, ignored_auth])
+        assert r.status_code == status, r.text
+        error = r.json()["error"]
+        assert error["status"] == status and needle in error["message"], error
+
+    send(b"\x1f\x8b not really gzip", 422, "corrupt archive")
+    send(_tgz({"run/notes.txt": b"hello"}), 422, "results.json")
+    send(_tgz({"../escape.json": b"{}"}), 422, "path traversal")
+    send(b"\0" * (MAX_ARCHIVE_BYTES + 1), 413, "the limit is 16,777,216")
+    send(_tgz({"results.json": b"{}"}), 401, "sign in first", token=None)
+    send(_tgz({"results.json": b"{}"}), 403, "'publish' scope", token=tokens["read"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from lair.registry.service.archive import MAX_ARCHIVE_BYTES
 from lair.registry.service.search import MAX_LIMIT, SORTS
 
 __all__ = ["openapi_document"]
@@ -34,6 +35,7 @@ def _obj(props: dict[str, Any], required: list[str] | None = None) -> dict[str, 
 def _error_schema() -> dict[str, Any]:
     err = _obj({"code": {"type": "string"}, "message": {"type": "string"}, "status": {"type": "integer"}})
     err["properties"] |= {"hint": {"type": "string"}, "errors": {"type": "array"}}
+    err["properties"]["reasons"] = {"type": "array", "items": {"type": "string"}}  # a refused report
     return _obj({"ok": {"const": False}, "error": err})
 
 
@@ -107,6 +109,50 @@ def _report() -> dict[str, Any]:
             "files": {"type": "array", "items": {"type": "string"}},
             "run_name": {"type": "string"},
             "created_at": {"type": "string"},
+        }
+    )
+
+
+def _submitted() -> dict[str, Any]:
+    """The 201 of ``POST /api/v1/reports``: the stored report, its verified speed and quality rows."""
+    row = _obj(
+        {
+            "context": {"type": "integer"},
+            "concurrency": {"type": "integer"},
+            "prompt_tokens": INT,
+            "ttft_ms": NUM,
+            "prefill_tok_s": NUM,
+            "decode_tok_s": NUM,
+            "decode_tok_s_per_stream": NUM,
+            "roofline": {"type": "object", "description": "% of the roofline, or why it is missing"},
+        }
+    )
+    quality = _obj(
+        {
+            "suite": {"type": "string"},
+            "metric": {"type": "string"},
+            "score": {"type": "number"},
+            "unit": {"type": "string"},
+            "n": {"type": "integer"},
+            "stderr": NUM,
+            "repeats": {"type": "integer"},
+            "spread_min": {"type": "number"},
+            "spread_max": {"type": "number"},
+            "flips": INT,
+            "provenance": {"enum": ["verified", "reported-by-report"]},
+            "note": {"type": "string"},
+        }
+    )
+    return _obj(
+        {
+            "ok": {"const": True},
+            "id": {"type": "string", "pattern": "^[0-9a-f]{16}$"},
+            "slug": {"type": "string"},
+            "revision": {"type": "integer", "minimum": 1},
+            "rows": {"type": "array", "items": row},
+            "quality": {"type": "array", "items": quality},
+            "url": {"type": "string"},
+            "report_url": {"type": "string"},
         }
     )
 
@@ -391,6 +437,21 @@ def _write(op: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _submit_path() -> dict[str, Any]:
+    """``POST /api/v1/reports``: a run report folder as one ``.tar.gz`` body (``lair submit``)."""
+    body = {
+        "required": True,
+        "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
+        "description": f"the report folder, tar -czf (at most {MAX_ARCHIVE_BYTES:,} bytes)",
+    }
+    responses = _write_responses(_ref("SubmittedReport"))
+    del responses["404"]  # the revision a report names not being there is a 422 with that reason
+    for code, what in (("409", "a duplicate of a stored report"), ("422", "refused, with its reasons")):
+        responses[code]["description"] = what
+    op = {"operationId": "submitReport", "requestBody": body, "responses": responses}
+    return {"/api/v1/reports": {"post": _write(op)}}
+
+
 def _hide_paths() -> dict[str, Any]:
     """An admin hides (PUT) or shows again (DELETE) a recipe or a user."""
     user = [{"name": "name", "in": "path", "required": True,
@@ -523,6 +584,7 @@ def _schemas() -> dict[str, Any]:
         "Measurement": _measurement(),
         "QualityRow": _quality(),
         "Report": _report(),
+        "SubmittedReport": _submitted(),
         "RawJson": {"type": ["object", "array"], "description": "results.json or fingerprint.json"},
         "RecipeDocument": _recipe_doc(),
         "RecipeList": _list_doc(),
@@ -538,6 +600,7 @@ def openapi_document(base: str) -> dict[str, Any]:
         | _report_paths()
         | _write_paths()
         | _hide_paths()
+        | _submit_path()
         | {"/api/v1/recipes": _paths()["/api/v1/recipes"] | _publish_op()},
         "components": {"schemas": _schemas(), "securitySchemes": SECURITY_SCHEMES},
     }
