@@ -1,6 +1,7 @@
 """An admin hides a recipe or a user (API and page actions) on SQLite and PostgreSQL: a hidden user's
 recipes leave search, pages, the JSON API, llms.txt and the writes, their sign-in and tokens stop
-working, and showing them again brings everything back; the response cache never serves the old."""
+working, the speed and quality rows they gave other people's recipes stop showing and counting, and
+showing them again brings everything back; the response cache never serves the old."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+import sqlalchemy as sa
 from registry_paths import LLAMA
 from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from lair.registry.service.accounts import Actor, create_session, create_token, create_user
-from lair.registry.service.publish import publish
+from lair.registry.service.publish import QUALITY, RECIPES, REVISIONS, USERS, now, publish
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
+from lair.testing.registry import add_verified_row
 
 SLUG = tomllib.loads(LLAMA.read_text())["meta"]["slug"]
 OTHER_SLUG = "bystander-recipe"
@@ -139,3 +142,78 @@ def test_the_admins_page_actions_hide(site: Site, form_id: str, action: str) -> 
     assert done.status_code == 303 and done.headers["location"] == "/"
     assert site.client.get(f"/recipes/{SLUG}").status_code == 404 and SLUG not in _listed(site)
     assert OTHER_SLUG in _listed(site)
+
+
+def _rows_of(site: Site, slug: str) -> tuple[list[tuple[str | None, float]], list[str | None]]:
+    """(submitter, decode speed) of the recipe's verified speed rows, and its quality rows' submitters."""
+    doc = site.client.get(f"/api/v1/recipes/{slug}.json").json()
+    speeds = [(m["submitted_by"], m["decode_tok_s"]) for m in doc["measurements"] if m["tier"] != "reported"]
+    return sorted(speeds, key=str), [q["submitted_by"] for q in doc["quality"]]
+
+
+def _ranked(site: Site, **params: object) -> list[tuple[str, float | None]]:
+    items = site.client.get("/api/v1/recipes", params={"verified": 1, "sort": "decode", **params}).json()
+    return [(i["slug"], i["best_verified_decode_tok_s"]) for i in items["items"]]
+
+
+def _facets(engine: Engine, slug: str) -> tuple[float | None, float | None, int]:
+    with engine.connect() as conn:
+        r = conn.execute(
+            sa.select(
+                RECIPES.c.best_decode_tok_s, RECIPES.c.best_verified_decode_tok_s, RECIPES.c.verified_rows
+            ).where(RECIPES.c.slug == slug)
+        ).one()
+    return r[0], r[1], r[2]
+
+
+def test_a_hidden_users_rows_on_other_peoples_recipes_leave_and_come_back(site: Site, engine: Engine) -> None:
+    """Bystander (owned by "other") holds other's verified row at 1,234.5 tok/s and the best one,
+    4,321.5 tok/s, by "rig", who also gave it a quality row; the Llama recipe's best verified row is
+    2,000 tok/s. Hiding rig removes rig's rows from the page, its JSON, the decode sorts and the
+    summary figures (one verified row left); showing rig again brings all of it back."""
+    with engine.begin() as conn:
+        rig = create_user(conn, "rig")
+        add_verified_row(
+            conn, OTHER_SLUG, context=2048, decode_tok_s=1234.5, submitted_by=_uid(conn, "other")
+        )
+        add_verified_row(conn, OTHER_SLUG, context=2048, decode_tok_s=4321.5, submitted_by=rig)
+        add_verified_row(conn, SLUG, context=2048, decode_tok_s=2000.0, submitted_by=_uid(conn, "owner"))
+        qid = _quality_row(conn, OTHER_SLUG, rig)
+    admin, page = _bearer(site, "admin"), f"/recipes/{OTHER_SLUG}"
+    shown = ([("other", 1234.5), ("rig", 4321.5)], ["rig"])
+    before = [(OTHER_SLUG, 4321.5), (SLUG, 2000.0)]
+    assert _rows_of(site, OTHER_SLUG) == shown and _facets(engine, OTHER_SLUG) == (4321.5, 4321.5, 2)
+    assert _ranked(site) == before and _ranked(site, context=2048) == before
+    html = site.client.get(page).text
+    assert "4,321.5 tok/s" in html and f'data-id="{qid}"' in html
+
+    assert site.client.put("/api/v1/users/rig/hidden", headers=admin).status_code == 200
+    assert _rows_of(site, OTHER_SLUG) == ([("other", 1234.5)], [])
+    assert _facets(engine, OTHER_SLUG) == (1234.5, 1234.5, 1)
+    after = [(SLUG, 2000.0), (OTHER_SLUG, 1234.5)]
+    assert _ranked(site) == after and _ranked(site, context=2048) == after
+    html = site.client.get(page).text
+    assert "4,321.5 tok/s" not in html and "1,234.5 tok/s" in html and f'data-id="{qid}"' not in html
+    assert site.client.get(f"/recipes/{OTHER_SLUG}.json").json()["quality"] == []
+
+    assert site.client.delete("/api/v1/users/rig/hidden", headers=admin).status_code == 200
+    assert _rows_of(site, OTHER_SLUG) == shown and _facets(engine, OTHER_SLUG) == (4321.5, 4321.5, 2)
+    assert _ranked(site) == before and _ranked(site, context=2048) == before
+    assert "4,321.5 tok/s" in site.client.get(page).text
+
+
+def _uid(conn: sa.Connection, name: str) -> int:
+    return int(conn.execute(sa.select(USERS.c.id).where(USERS.c.name == name)).scalar_one())
+
+
+def _quality_row(conn: sa.Connection, slug: str, user_id: int) -> int:
+    """A verified quality row of ``slug``'s latest revision, as an accepted report leaves one."""
+    rec, rev = conn.execute(
+        sa.select(RECIPES.c.id, REVISIONS.c.id)
+        .join(REVISIONS, REVISIONS.c.recipe_id == RECIPES.c.id)
+        .where(RECIPES.c.slug == slug)
+    ).one()
+    values = {"recipe_id": rec, "revision_id": rev, "submitted_by": user_id, "created_at": now()}
+    values |= {"suite": "gsm8k", "metric": "exact_match", "score": 87.5, "n": 40, "repeats": 1}
+    values |= {"provenance": "verified", "rig_fingerprint": "e" * 64, "report_id": "ab" * 8}
+    return int(conn.execute(sa.insert(QUALITY).values(**values).returning(QUALITY.c.id)).scalar_one())

@@ -34,7 +34,7 @@ from lair.registry.service.publish import (
     publish,
     visible,
 )
-from lair.registry.service.speeds import refresh_speeds
+from lair.registry.service.speeds import refresh_for_user, refresh_speeds
 
 __all__ = [
     "MAX_RECIPE_BYTES",
@@ -221,16 +221,19 @@ def hide_recipe(conn: Connection, actor: Actor | None, slug: str, hidden: bool =
 
 
 def hide_user(conn: Connection, actor: Actor | None, name: str, hidden: bool = True) -> None:
-    """Hide (or show again) a user: they can no longer sign in or use their tokens, and their recipes
-    leave search, pages and the API (see :func:`~.publish.visible`). Nothing is deleted."""
+    """Hide (or show again) a user: they can no longer sign in or use their tokens, their recipes
+    leave search, pages and the API (see :func:`~.publish.visible`), and so do the speed and quality
+    rows they submitted to anyone's recipe (:func:`~.speeds.shown_submitter`). Nothing is deleted."""
     who = _need(actor)
     if not who.is_admin:
         raise RegistryError(403, "forbidden", "only an admin can hide a user")
     if who.name == name:
         raise RegistryError(403, "forbidden", "an admin cannot hide their own account")
-    res = conn.execute(sa.update(USERS).where(USERS.c.name == name).values(hidden=hidden))
-    if res.rowcount == 0:
+    uid = conn.execute(sa.select(USERS.c.id).where(USERS.c.name == name)).scalar()
+    if uid is None:
         raise RegistryError(404, "not_found", f"no user {name!r}")
+    conn.execute(sa.update(USERS).where(USERS.c.id == uid).values(hidden=hidden))
+    refresh_for_user(conn, uid)  # their rows on others' recipes leave (or rejoin) the speed facets
     bump_version(conn)
 
 

@@ -19,6 +19,7 @@ from sqlalchemy import Connection
 
 from lair.bench.definitions import percentile
 from lair.registry.service.publish import QUALITY, REVISIONS, USERS
+from lair.registry.service.speeds import shown_submitter
 from lair.registry.service.tiers import MIN_RIGS
 
 __all__ = ["MAX_QUALITY_SPREAD", "annotate_quality", "quality_rows"]
@@ -96,7 +97,7 @@ def quality_rows(conn: Connection, recipe_id: int, revision_number: int) -> list
         sa.select(q, REVISIONS.c.number.label("revision"), USERS.c.name.label("submitted_by_name"))
         .join(REVISIONS, REVISIONS.c.id == q.c.revision_id)
         .outerjoin(USERS, USERS.c.id == q.c.submitted_by)
-        .where(q.c.recipe_id == recipe_id)
+        .where(q.c.recipe_id == recipe_id, shown_submitter(q.c.submitted_by))
         .where(sa.or_(q.c.provenance != "reported", REVISIONS.c.number == revision_number))
         .order_by(q.c.suite, q.c.id)
     )

@@ -14,6 +14,7 @@ from lair.recipe import Recipe
 from lair.registry.service.canonical import revision_model
 from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, VERSION, visible
 from lair.registry.service.quality import quality_rows
+from lair.registry.service.speeds import shown_submitter
 
 __all__ = ["RecipeRecord", "RevisionInfo", "get_recipe", "get_revision", "version"]
 
@@ -93,7 +94,7 @@ def _measurements(conn: Connection, recipe_id: int, revision_number: int) -> lis
         sa.select(m, REVISIONS.c.number.label("revision"), USERS.c.name.label("submitted_by_name"))
         .join(REVISIONS, REVISIONS.c.id == m.c.revision_id)
         .outerjoin(USERS, USERS.c.id == m.c.submitted_by)
-        .where(m.c.recipe_id == recipe_id)
+        .where(m.c.recipe_id == recipe_id, shown_submitter(m.c.submitted_by))
         .where(sa.or_(m.c.provenance != "reported", REVISIONS.c.number == revision_number))
         .order_by(m.c.context, m.c.concurrency, m.c.id)
     )

@@ -28,6 +28,7 @@ from sqlalchemy import Connection
 from lair.errors import RegistryError
 from lair.registry.service.facets import norm_key
 from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, TAGS, visible
+from lair.registry.service.speeds import shown_submitter
 from lair.registry.service.timefmt import iso, utc
 
 __all__ = ["SORTS", "SearchParams", "SearchResult", "parse_params", "search"]
@@ -164,7 +165,12 @@ def _decode_at(context: int | None, verified: bool) -> Any:
     current: Any = m.c.provenance != "reported"
     if not verified:
         current = sa.or_(rv.c.number == RECIPES.c.latest_revision, current)
-    where = [m.c.recipe_id == RECIPES.c.id, m.c.retracted_at.is_(None), current]
+    where = [
+        m.c.recipe_id == RECIPES.c.id,
+        m.c.retracted_at.is_(None),
+        current,
+        shown_submitter(m.c.submitted_by),
+    ]
     if context is not None:
         where.append(m.c.context == context)
     best = (
