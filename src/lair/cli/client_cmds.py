@@ -62,7 +62,9 @@ def cmd_login(args: argparse.Namespace) -> int:
     if token is None and sys.stdin.isatty():
         import getpass
 
-        token = getpass.getpass(f"API token for {creds.url} (from your account page; empty for none): ")
+        token = getpass.getpass(
+            f"API token for {creds.url} (create one at {creds.url}/account; empty for none): "
+        )
     creds.token = (token or "").strip() or None
     Client(creds).health()  # the registry answers before anything is stored
     path = creds.save()

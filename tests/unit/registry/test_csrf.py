@@ -115,6 +115,9 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/api/v1/session"): Case("/api/v1/session", SIGN_IN, acts_as_session=False),
     ("DELETE", "/api/v1/session"): Case("/api/v1/session"),
     ("DELETE", "/api/v1/tokens/{id}"): Case("/api/v1/tokens/{tid}"),
+    ("POST", "/api/v1/tokens"): Case("/api/v1/tokens", {"name": "ci", "scope": "read"}, 201),
+    ("POST", "/account/tokens"): Case("/account/tokens", {"name": "ci", "scope": "publish"}),
+    ("POST", "/account/tokens/{id}/revoke"): Case("/account/tokens/{tid}/revoke", {}, 303),
     # a report upload is a gzipped tar of a real run (tests/integration/verify); an empty body gets past
     # CSRF and the actor checks to the archive's validation, which refuses it and writes nothing
     ("POST", "/api/v1/reports"): Case("/api/v1/reports", ok=422),

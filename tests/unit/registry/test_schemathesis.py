@@ -163,6 +163,7 @@ WRITES = [
     "hideUser",
     "showUser",
     "submitReport",
+    "createToken",
 ]
 
 

@@ -138,6 +138,10 @@ def revoke_session(conn: Connection, sid: str) -> None:
 
 def create_token(conn: Connection, user_id: int, name: str = "", scopes: tuple[str, ...] = SCOPES) -> str:
     """A new API token, returned once (``lair_...``); only its sha256 is kept."""
+    return _insert_token(conn, user_id, name, scopes)[0]
+
+
+def _insert_token(conn: Connection, user_id: int, name: str, scopes: tuple[str, ...]) -> tuple[str, int]:
     bad = [s for s in scopes if s not in SCOPES]
     if bad or not scopes:
         raise RegistryError(422, "invalid", f"scopes are {', '.join(SCOPES)}")
@@ -148,8 +152,33 @@ def create_token(conn: Connection, user_id: int, name: str = "", scopes: tuple[s
         "token_hash": _digest(token),
         "scopes": ",".join(scopes),
     }
-    conn.execute(sa.insert(TOKENS).values(**values, created_at=now()))
-    return token
+    tid = conn.execute(sa.insert(TOKENS).values(**values, created_at=now()).returning(TOKENS.c.id))
+    return token, int(tid.scalar_one())
+
+
+def need(actor: Actor | None, scope: str = "publish") -> Actor:
+    """``actor``, when signed in (else 401) with ``scope`` (else 403)."""
+    if actor is None:
+        raise RegistryError(401, "unauthorized", "sign in first", hint="send Authorization: Bearer <token>")
+    if not actor.can(scope):
+        raise RegistryError(403, "forbidden", f"this token lacks the {scope!r} scope")
+    return actor
+
+
+MAX_TOKEN_NAME = 100
+TOKEN_SCOPES = {"read": ("read",), "publish": SCOPES}  # a publish token reads too
+
+
+def issue_token(conn: Connection, actor: Actor | None, name: str, scope: str) -> tuple[str, int]:
+    """A signed-in user's new token (a browser session, or a bearer with the publish scope: a
+    read-only token never mints a stronger one): (the value, shown once; its id)."""
+    who = need(actor)
+    name = name.strip()
+    if not name or len(name) > MAX_TOKEN_NAME:
+        raise RegistryError(422, "invalid", f"name: 1-{MAX_TOKEN_NAME} characters are required")
+    if scope not in TOKEN_SCOPES:
+        raise RegistryError(422, "invalid", f"scope: one of {', '.join(TOKEN_SCOPES)}")
+    return _insert_token(conn, who.id, name, TOKEN_SCOPES[scope])
 
 
 def token_actor(conn: Connection, token: str) -> Actor | None:
@@ -165,11 +194,11 @@ def token_actor(conn: Connection, token: str) -> Actor | None:
     return Actor(row.id, row.name, bool(row.is_admin), tuple(row.scopes.split(",")))
 
 
-def revoke_token(conn: Connection, actor: Actor, token_id: int) -> None:
+def revoke_token(conn: Connection, actor: Actor | None, token_id: int) -> None:
+    """Revoke one of the actor's own tokens (another user's is a 404, as a missing one)."""
+    who = need(actor)
     res = conn.execute(
-        sa.update(TOKENS)
-        .where(TOKENS.c.id == token_id, TOKENS.c.user_id == actor.id)
-        .values(revoked_at=now())
+        sa.update(TOKENS).where(TOKENS.c.id == token_id, TOKENS.c.user_id == who.id).values(revoked_at=now())
     )
     if res.rowcount == 0:
         raise RegistryError(404, "not_found", f"no token {token_id}")
@@ -193,4 +222,4 @@ def list_tokens(conn: Connection, actor: Actor) -> list[dict[str, object]]:
     ]
 
 
-__all__ += ["list_tokens"]
+__all__ += ["issue_token", "list_tokens", "need"]

@@ -19,6 +19,7 @@ from lair.recipe import Recipe, check_text, is_secret_name
 from lair.recipe.placeholders import find_refs
 from lair.registry.db.schema import Vote
 from lair.registry.service.accounts import Actor
+from lair.registry.service.accounts import need as _need
 from lair.registry.service.canonical import parse_recipe
 from lair.registry.service.facets import slugify
 from lair.registry.service.publish import (
@@ -64,14 +65,6 @@ TOKEN_RES = [
         r"lair_[A-Za-z0-9_-]{40,}",
     )
 ]
-
-
-def _need(actor: Actor | None, scope: str = "publish") -> Actor:
-    if actor is None:
-        raise RegistryError(401, "unauthorized", "sign in first", hint="send Authorization: Bearer <token>")
-    if not actor.can(scope):
-        raise RegistryError(403, "forbidden", f"this token lacks the {scope!r} scope")
-    return actor
 
 
 def _recipe_row(conn: Connection, slug: str) -> sa.Row[tuple[object, ...]]:

@@ -601,6 +601,7 @@ def openapi_document(base: str) -> dict[str, Any]:
         | _write_paths()
         | _hide_paths()
         | _submit_path()
+        | _token_path()
         | {"/api/v1/recipes": _paths()["/api/v1/recipes"] | _publish_op()},
         "components": {"schemas": _schemas(), "securitySchemes": SECURITY_SCHEMES},
     }
@@ -611,3 +612,13 @@ def _publish_op() -> dict[str, Any]:
     body = _body({"toml": {"type": "string"}, "notes": {"type": "string"}}, ["toml"])
     op = {"operationId": "publishRecipe", "requestBody": body, "responses": _write_responses(pub)}
     return {"post": _write(op)}
+
+
+def _token_path() -> dict[str, Any]:
+    """``POST /api/v1/tokens``: a new API token, its value in this answer only."""
+    scope, name = {"enum": ["read", "publish"]}, {"type": "string", "minLength": 1, "maxLength": 100}
+    body = _body({"name": name, "scope": scope}, ["name", "scope"])
+    made = _obj({"ok": {"const": True}, "token": {"type": "string"}, "id": {"type": "integer"},
+                 "name": {"type": "string"}, "scope": scope})  # fmt: skip
+    op = {"operationId": "createToken", "requestBody": body, "responses": _write_responses(made)}
+    return {"/api/v1/tokens": {"post": _write(op)}}

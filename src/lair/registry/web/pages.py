@@ -18,9 +18,9 @@ from lair.registry.web.render import html
 from lair.registry.web.writes import SIGNIN_LIMITS, SIGNUP_LIMIT, _address, _session_cookie, write_limit
 
 __all__ = [
-    "account_page", "compare", "edit_form", "edit_post", "fork_post", "hide_recipe_post", "hide_user_post",
-    "publish_form", "publish_post", "retract_post", "sign_in_form", "sign_in_post", "sign_out_post",
-    "sign_up_form", "sign_up_post", "vote_post",
+    "account_home", "account_page", "compare", "edit_form", "edit_post", "fork_post", "hide_recipe_post",
+    "hide_user_post", "publish_form", "publish_post", "retract_post", "sign_in_form", "sign_in_post",
+    "sign_out_post", "sign_up_form", "sign_up_post", "token_post", "token_revoke_post", "vote_post",
 ]  # fmt: skip
 
 
@@ -192,6 +192,57 @@ async def hide_user_post(request: Request) -> Response:
     with request.app.state.engine.begin() as conn:
         community.hide_user(conn, _actor_checked(request, conn, f), name, True)
     return _back("/")
+
+
+def _tokens_page(
+    request: Request,
+    conn: Any,
+    me: Any,
+    new: dict[str, str] | None = None,
+    error: Any = None,
+    status: int = 200,
+) -> Response:
+    """The signed-in user's account page: the new token (``new``: shown on this response only, never
+    again), the token form (with ``error``), and the tokens with their last use and revoke buttons."""
+    from lair.registry.service.accounts import TOKEN_SCOPES, list_tokens
+
+    ctx = {"mode": "account", "me": me, "tokens": list_tokens(conn, me), "new": new, "error": error,
+           "scopes": list(TOKEN_SCOPES), "providers": []}  # fmt: skip
+    return _page(request, "account.html", ctx, status)
+
+
+async def account_home(request: Request) -> Response:
+    with request.app.state.engine.connect() as conn:
+        me = actor_of(request, conn)
+        return _tokens_page(request, conn, me) if me is not None else _back("/signin")
+
+
+async def token_post(request: Request) -> Response:
+    """Create an API token from the account page's form; the page that answers shows it once."""
+    from lair.registry.service.accounts import issue_token
+
+    f = await _form(request)
+    try:
+        with request.app.state.engine.begin() as conn:
+            me = _actor_checked(request, conn, f)
+            token, _ = issue_token(conn, me, f.get("name", ""), f.get("scope", ""))
+            return _tokens_page(request, conn, me, {"token": token, "name": f["name"].strip()})
+    except RegistryError as exc:
+        with request.app.state.engine.connect() as conn:
+            if (me := actor_of(request, conn)) is None:
+                raise
+            return _tokens_page(request, conn, me, error=exc, status=exc.status)
+
+
+async def token_revoke_post(request: Request) -> Response:
+    from lair.registry.service.accounts import revoke_token
+
+    raw, f = request.path_params["id"], await _form(request)
+    if not raw.isdigit() or not 0 < int(raw) < 2**62:
+        raise RegistryError(404, "not_found", f"no token {raw[:30]!r}")
+    with request.app.state.engine.begin() as conn:
+        revoke_token(conn, _actor_checked(request, conn, f), int(raw))
+    return _back("/account")
 
 
 def side_by_side(a: str, b: str) -> list[tuple[str, str, str]]:

@@ -214,13 +214,18 @@ async def revoke_token(request: Request) -> Response:
     if not raw.isdigit() or not 0 < int(raw) < 2**62:
         raise RegistryError(404, "not_found", f"no token {raw[:30]!r}")
 
-    def go(conn: Connection, actor: Actor | None) -> None:
-        if actor is None:
-            raise RegistryError(401, "unauthorized", "sign in first")
-        revoke(conn, actor, int(raw))
-
-    _run(request, go)
+    _run(request, lambda c, a: revoke(c, a, int(raw)))
     return json_response({"ok": True, "revoked": int(raw)}, cacheable=False)
 
 
-__all__ += ["revoke_token", "tokens"]
+async def create_token(request: Request) -> Response:
+    """``{"name", "scope"}`` -> 201 with the token's value, the only time it is shown."""
+    from lair.registry.service.accounts import issue_token
+
+    data = await _json_body(request)
+    name, scope = _str(data, "name"), _str(data, "scope")
+    token, tid = _run(request, lambda c, a: issue_token(c, a, name, scope))
+    return _created({"token": token, "id": tid, "name": name.strip(), "scope": scope})
+
+
+__all__ += ["create_token", "revoke_token", "tokens"]
