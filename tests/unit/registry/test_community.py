@@ -136,6 +136,21 @@ def test_read_scope_token_cannot_publish(engine: Engine, world: World) -> None:
     assert r.status_code == 403 and "publish" in r.json()["error"]["message"]
 
 
+def test_read_scope_token_cannot_vote(engine: Engine, world: World) -> None:
+    """A vote changes a recipe's count and order: it needs the publish scope, as every write."""
+    with engine.begin() as conn:
+        uid = conn.execute(sa.text("SELECT id FROM users WHERE name = 'other'")).scalar_one()
+        token = create_token(conn, uid, "ro", ("read",))
+    h = {"authorization": f"Bearer {token}"}
+    for method in (world.client.put, world.client.delete):
+        body = method(f"/api/v1/recipes/{SLUG}/vote", headers=h).json()
+        assert body["ok"] is False and body["error"]["status"] == 403 and body["error"]["code"] == "forbidden"
+        assert "'publish' scope" in body["error"]["message"]
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM votes")).scalar_one() == 0
+    assert world.client.get(f"/api/v1/recipes/{SLUG}.json").json()["votes"] == 0
+
+
 def test_secrets_are_refused(world: World) -> None:
     h = _headers(world, "owner")
     leaked = _recipe("leak") + '[env]\nHF_TOKEN = "hf_' + "a" * 34 + '"\n'

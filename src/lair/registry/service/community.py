@@ -155,7 +155,7 @@ def _insert_ignore(conn: Connection) -> Any:
 
 def vote(conn: Connection, actor: Actor | None, slug: str, on: bool) -> int:
     """Set or clear the actor's one vote; returns the exact count."""
-    who = _need(actor, "read")
+    who = _need(actor)  # a vote changes state: the publish scope, as every write
     # the version row first: it serializes writers, so the count below (a new statement, a new
     # snapshot under READ COMMITTED) sees every vote committed before this one
     bump_version(conn)
