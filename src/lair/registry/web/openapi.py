@@ -412,7 +412,7 @@ SECURITY_SCHEMES = {
     "bearer": {
         "type": "http",
         "scheme": "bearer",
-        "description": "an API token (lair registry user add NAME); scope read only reads, every write needs publish",
+        "description": "an API token (lair registry user add NAME): read only reads, writes need publish",
     },
     "session": {
         "type": "apiKey",
