@@ -1,7 +1,7 @@
 """Who a request acts as, CSRF, rate limits and the security headers every response carries.
 
 - ``Authorization: Bearer <token>`` (the CLI, agents) or the ``lair_session`` cookie (HttpOnly,
-  SameSite=Lax, Secure behind https).
+  SameSite=Lax; Secure over https or when the public URL is https, i.e. behind a TLS proxy).
 - CSRF, two layers. (1) :func:`cross_site`, applied by the ASGI front to every POST/PUT/PATCH/DELETE
   before any route runs (so no route can forget it): an ``Origin`` (or, without one, a ``Referer``)
   naming another origin, or ``Origin: null``, is refused with 403. Browsers send ``Origin`` on every

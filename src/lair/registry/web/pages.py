@@ -15,7 +15,14 @@ from lair.registry.service import community, read
 from lair.registry.service.accounts import authenticate, create_user, revoke_session, rotate_session
 from lair.registry.web.auth import COOKIE, actor_of, check_csrf, limit
 from lair.registry.web.render import html
-from lair.registry.web.writes import SIGNIN_LIMITS, SIGNUP_LIMIT, _address, _session_cookie, write_limit
+from lair.registry.web.writes import (
+    SIGNIN_LIMITS,
+    SIGNUP_LIMIT,
+    _address,
+    _end_session_cookie,
+    _session_cookie,
+    write_limit,
+)
 
 __all__ = [
     "account_home", "account_page", "compare", "edit_form", "edit_post", "fork_post", "hide_recipe_post",
@@ -97,7 +104,7 @@ async def sign_out_post(request: Request) -> Response:
         if request.cookies.get(COOKIE):
             revoke_session(conn, request.cookies[COOKIE])
     resp = _back("/")
-    resp.delete_cookie(COOKIE)
+    _end_session_cookie(resp, request)
     return resp
 
 

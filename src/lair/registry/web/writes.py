@@ -139,12 +139,24 @@ def _address(request: Request) -> str:
     return request.client.host if request.client else "-"
 
 
+def _behind_https(request: Request) -> bool:
+    """The request came over https, or the site's public URL is https (a TLS-terminating proxy in
+    front of the server speaks plain http to it)."""
+    return request.url.scheme == "https" or request.app.state.public_url.startswith("https://")
+
+
 def _session_cookie(resp: Response, request: Request, sid: str) -> None:
     from lair.registry.service.accounts import SESSION_DAYS
     from lair.registry.web.auth import COOKIE
 
-    secure = request.url.scheme == "https"
+    secure = _behind_https(request)
     resp.set_cookie(COOKIE, sid, max_age=SESSION_DAYS * 86400, httponly=True, samesite="lax", secure=secure)
+
+
+def _end_session_cookie(resp: Response, request: Request) -> None:
+    from lair.registry.web.auth import COOKIE
+
+    resp.delete_cookie(COOKIE, httponly=True, samesite="lax", secure=_behind_https(request))
 
 
 async def sign_up(request: Request) -> Response:
@@ -188,7 +200,7 @@ async def sign_out(request: Request) -> Response:
         if sid:
             revoke_session(conn, sid)
     resp = json_response({"ok": True}, cacheable=False)
-    resp.delete_cookie(COOKIE)
+    _end_session_cookie(resp, request)
     return resp
 
 
