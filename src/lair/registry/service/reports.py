@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 
 from lair.errors import RegistryError
 from lair.registry.db.schema import Report
+from lair.registry.service.accounts import Actor, need
 from lair.registry.service.archive import unpack
 from lair.registry.service.blobs import BlobStore
 from lair.registry.service.fitting import fingerprint_gpus
@@ -107,8 +108,10 @@ def _record(
     bump_version(conn)
 
 
-def submit_report(conn: Connection, data: bytes, *, user_id: int | None, store: BlobStore) -> dict[str, Any]:
-    """Verify and store one report (``data``: the report folder as ``.tar.gz``); commit is the caller's."""
+def submit_report(conn: Connection, data: bytes, *, actor: Actor | None, store: BlobStore) -> dict[str, Any]:
+    """Verify and store one report (``data``: the report folder as ``.tar.gz``) for ``actor``, who must be
+    signed in with the publish scope; commit is the caller's."""
+    user_id = need(actor, "publish").id
     files = unpack(data)
     ids: dict[str, tuple[int, int]] = {}
 

@@ -56,10 +56,10 @@ async def _body(request: Request) -> bytes:
 
 async def submit(request: Request) -> Response:
     with request.app.state.engine.connect() as conn:
-        actor = _uploader(request, actor_of(request, conn))  # before reading a body of up to 16 MiB
+        actor = _uploader(request, actor_of(request, conn))  # early, before reading a body of up to 16 MiB
     data = await _body(request)
     with request.app.state.engine.begin() as conn:
-        out = reports.submit_report(conn, data, user_id=actor.id, store=request.app.state.blobs)
+        out = reports.submit_report(conn, data, actor=actor, store=request.app.state.blobs)
     out["url"] = f"/recipes/{out['slug']}"
     out["report_url"] = f"/reports/{out['id']}"
     return json_response(out, status=201, cacheable=False)

@@ -1,0 +1,55 @@
+"""Report uploads are authorized in the service layer, not only by the web route: ``submit_report``
+itself refuses an anonymous caller (401) and a read-only one (403) before it looks at the archive,
+and stores nothing; a publisher gets as far as the archive check."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import Engine
+
+from lair.errors import RegistryError
+from lair.registry.service.accounts import Actor, create_user
+from lair.registry.service.blobs import FileBlobStore
+from lair.registry.service.reports import submit_report
+
+
+def _archive() -> bytes:
+    """A well-formed .tar.gz whose one file is not a report (so only the archive check can refuse it)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        body = b"not a report\n"
+        info = tarfile.TarInfo("notes.txt")
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("scopes", "anonymous", "status", "code"),
+    [
+        (("read", "publish"), True, 401, "unauthorized"),
+        (("read",), False, 403, "forbidden"),
+        (("read", "publish"), False, 422, None),  # authorized: refused for what the archive is
+    ],
+)
+def test_submit_report_checks_the_caller_before_the_archive(
+    engine: Engine, tmp_path: Path, scopes: tuple[str, ...], anonymous: bool, status: int, code: str | None
+) -> None:
+    with engine.begin() as conn:
+        user_id = create_user(conn, "uploader")
+    actor = None if anonymous else Actor(user_id, "uploader", scopes=scopes)
+    store = FileBlobStore(tmp_path / "blobs")
+    with engine.begin() as conn, pytest.raises(RegistryError) as refused:
+        submit_report(conn, _archive(), actor=actor, store=store)
+    assert refused.value.status == status
+    if code is not None:
+        assert refused.value.code == code
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM reports")).scalar_one() == 0
+        assert conn.execute(sa.text("SELECT count(*) FROM measurements")).scalar_one() == 0
+    assert not (tmp_path / "blobs").exists() or not any((tmp_path / "blobs").rglob("*"))
