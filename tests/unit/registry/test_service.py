@@ -4,6 +4,7 @@ cursors; expected values come from the recipe files themselves."""
 from __future__ import annotations
 
 import tomllib
+from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
@@ -12,7 +13,7 @@ from sqlalchemy import Engine
 
 from lair.errors import RegistryError
 from lair.registry.service import read, search
-from lair.registry.service.publish import add_revision, publish, seed_examples
+from lair.registry.service.publish import RECIPES, add_revision, publish, seed_examples
 
 
 def _recipe(
@@ -180,6 +181,38 @@ def test_sorting_and_cursor_pagination_visit_every_recipe_once(engine: Engine) -
     with engine.connect() as conn:
         votes = [i["votes"] for i in search.search(conn, search.SearchParams(limit=23)).items]
     assert votes == sorted(votes, reverse=True)
+
+
+def test_updated_sort_is_newest_first_across_pages(engine: Engine) -> None:
+    """Hand-set update times (one tie, broken by the newer recipe first); pages of 2 cross the tie."""
+    times = {  # slug -> when it was last updated, set by hand
+        "r-0": datetime(2025, 3, 1, 12, 0, tzinfo=UTC),
+        "r-1": datetime(2025, 9, 15, 8, 30, tzinfo=UTC),
+        "r-2": datetime(2024, 12, 31, 23, 59, tzinfo=UTC),
+        "r-3": datetime(2025, 9, 15, 8, 30, tzinfo=UTC),  # ties with r-1; published after it
+        "r-4": datetime(2026, 1, 2, 0, 0, tzinfo=UTC),
+        "r-5": datetime(2025, 3, 1, 11, 59, 59, tzinfo=UTC),  # one second before r-0
+    }
+    with engine.begin() as conn:
+        for i in range(6):
+            publish(conn, _recipe(i), owner="a")
+        for slug, t in times.items():
+            conn.execute(sa.update(RECIPES).where(RECIPES.c.slug == slug).values(updated_at=t))
+    expected = ["r-4", "r-3", "r-1", "r-0", "r-5", "r-2"]
+    assert _search(engine, sort="updated") == expected
+    seen: list[str] = []
+    cursor = None
+    with engine.connect() as conn:
+        while True:
+            page = search.search(conn, search.SearchParams(sort="updated", limit=2, cursor=cursor))
+            seen += [i["slug"] for i in page.items]
+            assert [i["updated_at"] for i in page.items] == [times[i["slug"]].isoformat() for i in page.items]
+            if (cursor := page.next_cursor) is None:
+                break
+    assert seen == expected
+    with engine.begin() as conn:  # a new revision makes the oldest the newest
+        add_revision(conn, "r-2", _recipe(2, title="Recipe 2, revised"), author="a", notes="n")
+    assert _search(engine, sort="updated") == ["r-2", *expected[:-1]]
 
 
 def test_bad_parameters_and_cursors_are_422() -> None:

@@ -152,7 +152,7 @@ def recipe_page(rec: RecipeRecord, base: str) -> dict[str, Any]:
             "served_name": r.served_model_name,
         },
         "hardware": m.hardware.model_dump(exclude_none=True) if m.hardware else {},
-        "max_context": fmt_tokens(m.max_context or r.max_model_len),
+        "max_context": fmt_tokens(ctx) if (ctx := m.max_context or r.max_model_len) else None,
         "kv_pool": f"{m.kv_pool_tokens:,}" if m.kv_pool_tokens else None,
         "performance": _performance(rec),
         "requirements": m.requirements.model_dump(exclude_none=True) if m.requirements else {},
