@@ -6,9 +6,11 @@ an evaluation's score is known by hand.
 ``RULES.json`` is ``{"rules": [{"contains": TEXT, "reply": TEXT, "seed": N}, ...], "default": TEXT}``:
 a request is answered with the reply of the first rule whose ``contains`` occurs in its prompt (the
 ``prompt`` of ``/v1/completions``, or the joined message contents of ``/v1/chat/completions``) and,
-when the rule has a ``seed``, whose request carries that ``seed``; else with ``default``.
-Non-streaming only. Every request body is kept and served back at ``GET /requests`` (JSON list),
-the server's own record of what the client sent.
+when the rule has a ``seed``, whose request carries that ``seed``; else with ``default``. An optional
+``"delay_s"`` holds every reply that long (a slow engine), so requests overlap when a client sends
+them concurrently. Non-streaming only. Every request body is kept and served back at
+``GET /requests`` (JSON list), the server's own record of what the client sent; ``GET /inflight``
+serves ``{"now": N, "max": M}``: completions being answered now and the most ever at once.
 
 It prints ``listening HOST:PORT`` on stdout once it accepts connections, and serves until SIGTERM.
 """
@@ -22,6 +24,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -59,6 +62,8 @@ def _completion(body: dict[str, Any], reply: str, model: str) -> dict[str, Any]:
 
 def _handler(rules: Rules, model: str, seen: list[dict[str, Any]]) -> type[BaseHTTPRequestHandler]:
     lock = threading.Lock()
+    inflight = {"now": 0, "max": 0}
+    delay = float(rules.get("delay_s", 0))
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:  # quiet: stdout carries the address
@@ -78,6 +83,9 @@ def _handler(rules: Rules, model: str, seen: list[dict[str, Any]]) -> type[BaseH
             elif self.path == "/requests":
                 with lock:
                     self._send(200, list(seen))
+            elif self.path == "/inflight":
+                with lock:
+                    self._send(200, dict(inflight))
             elif self.path == "/health":
                 self._send(200, {})
             else:
@@ -90,7 +98,15 @@ def _handler(rules: Rules, model: str, seen: list[dict[str, Any]]) -> type[BaseH
                 return
             with lock:
                 seen.append(body)
-            self._send(200, _completion(body, answer(rules, _prompt(body), body.get("seed")), model))
+                inflight["now"] += 1
+                inflight["max"] = max(inflight["max"], inflight["now"])
+            try:
+                if delay:
+                    time.sleep(delay)  # the simulated engine's time per reply, not a wait in a test
+                self._send(200, _completion(body, answer(rules, _prompt(body), body.get("seed")), model))
+            finally:
+                with lock:
+                    inflight["now"] -= 1
 
     return Handler
 
