@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
 import sqlalchemy as sa
 from registry_paths import LLAMA, SEED_000
@@ -247,6 +248,99 @@ def test_secrets_are_refused(world: World) -> None:
     assert r.status_code == 422 and r.json()["error"]["code"] == "secret"
     arg = _recipe("leak2").replace("[meta]", 'args = ["--api-key", "sk-' + "b" * 30 + '"]\n[meta]')
     assert world.client.post("/api/v1/recipes", json={"toml": arg}, headers=h).status_code == 422
+
+
+def _jwt() -> str:
+    import base64
+    import json
+
+    def part(d: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(d).encode()).decode().rstrip("=")
+
+    return part({"alg": "HS256", "typ": "JWT"}) + "." + part({"sub": "1234567890"}) + "." + "s1gnature" * 4
+
+
+# real-format samples, built here so this file holds no secret-looking literal, with the kind the
+# refusal names (detect-secrets' own plugin names, or lair's for formats detect-secrets lacks)
+TOKENS = {
+    "AWS Access Key": lambda: "AKIA" + "IOSFODNN7" + "EXAMPLE",
+    "GitHub Token": lambda: "ghp_" + "A1b2C3d4" * 4 + "E5f6",
+    "Slack Token": lambda: "xoxb-" + "1234567890-1234567890-" + "aBcD" * 6,
+    "Stripe Access Key": lambda: "sk_" + "live_" + "aB1" * 8,
+    "Private Key": lambda: "-----BEGIN " + "RSA PRIVATE KEY-----",
+    "JSON Web Token": _jwt,
+    "Hugging Face Token": lambda: "hf_" + "a" * 34,
+    "lair API token": lambda: "lair_" + "x" * 43,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(TOKENS))
+def test_detect_secrets_agrees_on_the_samples(kind: str) -> None:
+    from detect_secrets.core.scan import scan_line
+    from detect_secrets.settings import default_settings
+
+    with default_settings():
+        found = {s.type for s in scan_line("token " + TOKENS[kind]())}
+    assert (kind in found) == (kind not in ("Hugging Face Token", "lair API token")), found
+
+
+def _refused(r: httpx.Response, field: str, line: int, col: int, kind: str, secret: str) -> None:
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "secret" and f"{field}:{line}:{col}: a {kind} is written here" in err["message"]
+    assert {"file": field, "line": line, "col": col} == {
+        k: err["errors"][0][k] for k in ("file", "line", "col")
+    }
+    assert secret not in r.text
+
+
+@pytest.mark.parametrize("kind", sorted(TOKENS))
+def test_a_token_in_the_notes_is_refused_with_its_line(world: World, kind: str) -> None:
+    tok, h = TOKENS[kind](), _headers(world, "owner")
+    col = 15 if kind == "Private Key" else 10  # that plugin's match starts at BEGIN, past the dashes
+    body = {"toml": _recipe("clean"), "notes": "first line\nmy token " + tok}
+    _refused(world.client.post("/api/v1/recipes", json=body, headers=h), "notes", 2, col, kind, tok)
+    assert world.client.get("/api/v1/recipes/clean.json").status_code == 404  # nothing was stored
+
+
+def test_a_token_in_any_submitted_field_is_refused(world: World) -> None:
+    c, h, tok = world.client, _headers(world, "owner"), TOKENS["GitHub Token"]()
+    summary = _recipe("sum").replace("[meta]\n", f'[meta]\nsummary = "see {tok}"\n')
+    _refused(
+        c.post("/api/v1/recipes", json={"toml": summary}, headers=h),
+        "recipe.toml",
+        4,
+        16,
+        "GitHub Token",
+        tok,
+    )
+    body = {"toml": LLAMA.read_text(), "notes": tok}
+    r = c.post(f"/api/v1/recipes/{SLUG}/revisions", json=body, headers=h)
+    _refused(r, "notes", 1, 1, "GitHub Token", tok)
+    r = c.post(f"/api/v1/measurements/{world.measurement}/retract", json={"reason": "x " + tok}, headers=h)
+    _refused(r, "reason", 1, 3, "GitHub Token", tok)
+    rows = c.get(f"/api/v1/recipes/{SLUG}.json").json()
+    assert rows["revision"] == 1 and not any(m["retracted"] for m in rows["measurements"])
+
+
+def test_a_fork_refuses_to_copy_a_revision_holding_a_token(engine: Engine, world: World) -> None:
+    tok = TOKENS["Slack Token"]()
+    with engine.begin() as conn:  # stored before its format was known: the service layer's publish
+        publish(conn, _recipe("old") + f'[env]\nX = "{tok}"\n', owner="owner")
+        stored = conn.execute(sa.text("SELECT toml FROM revisions ORDER BY id DESC")).scalars().first()
+    line = next(n for n, text in enumerate(str(stored).splitlines(), 1) if tok in text)  # canonical TOML
+    r = world.client.post("/api/v1/recipes/old/fork", headers=_headers(world, "other"))
+    _refused(r, "recipe.toml", line, len('X = "') + 1, "Slack Token", tok)
+
+
+def test_the_publish_form_locates_a_token_in_the_notes(world: World) -> None:
+    c, tok = world.client, TOKENS["Hugging Face Token"]()
+    r = c.post("/api/v1/users", json={"name": "dora", "password": "correct horse battery"})
+    form = {"csrf": r.json()["csrf"], "toml": _recipe("formleak"), "notes": "ok\nok\n  " + tok}
+    page = c.post("/publish", data=form)
+    assert page.status_code == 422 and 'data-error="secret"' in page.text
+    assert "line 3:3: notes: a Hugging Face Token is written here" in page.text
+    assert tok not in page.text and 'value="ok\nok\n  [secret removed]"' in page.text
 
 
 def test_fork_diff_and_retraction_are_visible(world: World) -> None:

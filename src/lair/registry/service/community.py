@@ -8,7 +8,6 @@ retract, hide; and the diff between two revisions.
 from __future__ import annotations
 
 import difflib
-import re
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -35,6 +34,7 @@ from lair.registry.service.publish import (
     publish,
     visible,
 )
+from lair.registry.service.secrets import refuse_secrets
 from lair.registry.service.speeds import refresh_for_user, refresh_speeds
 
 __all__ = [
@@ -51,20 +51,6 @@ __all__ = [
 MAX_RECIPE_BYTES = 256 * 1024
 MAX_NOTES = 4000
 VOTES = cast(sa.Table, Vote.__table__)
-# known token formats, anchored on their prefixes (Hugging Face, GitHub, OpenAI-style, AWS, Slack, PEM, lair)
-TOKEN_RES = [
-    re.compile(p)
-    for p in (
-        r"hf_[A-Za-z0-9]{30,}",
-        r"gh[pousr]_[A-Za-z0-9]{36,}",
-        r"github_pat_[A-Za-z0-9_]{40,}",
-        r"sk-[A-Za-z0-9_-]{20,}",
-        r"AKIA[0-9A-Z]{16}",
-        r"xox[abposr]-[A-Za-z0-9-]{10,}",
-        r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
-        r"lair_[A-Za-z0-9_-]{40,}",
-    )
-]
 
 
 def _recipe_row(conn: Connection, slug: str) -> sa.Row[tuple[object, ...]]:
@@ -82,7 +68,7 @@ def _owner_or_admin(actor: Actor, owner_id: int, what: str) -> None:
 
 
 def _secrets_in(text: str, recipe: Recipe) -> list[str]:
-    """Why the text holds a secret: a plain-text value where a secret goes, or a known token format."""
+    """Why the text holds a plain-text value where a secret goes (token formats: ``refuse_secrets``)."""
     found = [
         f"{k} is a secret written in plain text"
         for k, v in recipe.env.items()
@@ -92,7 +78,6 @@ def _secrets_in(text: str, recipe: Recipe) -> list[str]:
     found += [
         w.render().splitlines()[0] for w in warnings if w.code == "secret-plaintext" and "env." not in w.path
     ]
-    found += [f"a {p.pattern[:12]}... token" for p in TOKEN_RES if p.search(text)]
     return found
 
 
@@ -106,6 +91,7 @@ def _checked(text: str, notes: str) -> Recipe:
     if leaks:
         hint = 'use a secret placeholder: {API_KEY} with [placeholders.API_KEY] type = "secret"'
         raise RegistryError(422, "secret", "the recipe contains a secret: " + "; ".join(leaks), hint=hint)
+    refuse_secrets(**{"recipe.toml": text, "notes": notes})
     return recipe
 
 
@@ -133,6 +119,7 @@ def fork(conn: Connection, actor: Actor | None, slug: str) -> Published:
             REVISIONS.c.recipe_id == row.id, REVISIONS.c.number == row.latest_revision
         )
     ).scalar_one()
+    refuse_secrets(**{"recipe.toml": toml})  # a revision published before a token format was known
     base = f"{slug}-{who.name}"[:190]
     new, n = base, 1
     while conn.execute(sa.select(RECIPES.c.id).where(RECIPES.c.slug == new)).first():
@@ -180,6 +167,7 @@ def retract(
     reason = reason.strip()
     if not reason:
         raise RegistryError(422, "invalid", "a retraction needs a reason")
+    refuse_secrets(reason=reason)
     m = QUALITY if quality else MEASUREMENTS
     row = conn.execute(
         sa.select(m.c.id, m.c.recipe_id, m.c.submitted_by, m.c.retracted_at, RECIPES.c.owner_id)

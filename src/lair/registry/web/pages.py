@@ -13,6 +13,7 @@ from starlette.responses import RedirectResponse, Response
 from lair.errors import RegistryError
 from lair.registry.service import community, read
 from lair.registry.service.accounts import authenticate, create_user, revoke_session, rotate_session
+from lair.registry.service.secrets import redact
 from lair.registry.web.auth import COOKIE, actor_of, check_csrf, limit
 from lair.registry.web.render import html
 from lair.registry.web.writes import (
@@ -120,6 +121,8 @@ async def publish_form(request: Request) -> Response:
 
 
 def _form_error(request: Request, ctx: dict[str, Any], exc: RegistryError) -> Response:
+    if exc.code == "secret":  # the form comes back without the token the user pasted
+        ctx = ctx | {"toml": redact(ctx["toml"]), "notes": redact(ctx["notes"])}
     return _page(request, "publish.html", ctx | {"me": _me(request), "error": exc}, exc.status)
 
 
