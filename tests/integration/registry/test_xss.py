@@ -1,6 +1,7 @@
-"""XSS: 50+ payloads in every user-controlled field of a recipe (and its revision notes), rendered in
-Chromium with the page's CSP bypassed (so escaping alone must hold): no dialog opens, no console
-message from a payload, no element a payload would create exists."""
+"""XSS: 50+ payloads in every user-controlled field of a recipe (and its revision notes, a second
+revision's diff, a retraction reason), in the search box, in the sign-in and sign-up forms' user
+name, rendered in Chromium with the page's CSP bypassed (so escaping alone must hold): no dialog
+opens, no console message from a payload, no element a payload would create exists."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
+import sqlalchemy as sa
 
 from lair.registry.db.engine import make_engine
 from lair.registry.serve import prepare
-from lair.registry.service.publish import publish
-from lair.testing.registry import serve_process
+from lair.registry.service.publish import MEASUREMENTS, USERS, add_revision, now, publish
+from lair.testing.registry import add_verified_row, serve_process
 
 pytestmark = pytest.mark.integration
 
@@ -143,9 +146,34 @@ def xss_site(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Itera
     with engine.begin() as conn:
         for i, p in enumerate(PAYLOADS):
             publish(conn, recipe_with(i, p), owner="mallory", notes=p)
+            add_revision(conn, f"xss-{i}", recipe_with(i, p + "2"), author="mallory", notes=p)
+            uid = conn.execute(sa.select(USERS.c.id).where(USERS.c.name == "mallory")).scalar_one()
+            mid = add_verified_row(conn, f"xss-{i}", context=2048, decode_tok_s=100.0, submitted_by=uid)
+            struck = {"retracted_at": now(), "retracted_reason": p, "retracted_by": uid}
+            conn.execute(sa.update(MEASUREMENTS).where(MEASUREMENTS.c.id == mid).values(**struck))
     engine.dispose()
     with serve_process(db, seed=False, log=artifacts / "serve-xss.log") as base:
         yield base
+
+
+def _created(page: Any) -> int:
+    """Elements (or attributes) a payload would have created inside the page's main content."""
+    return int(
+        page.evaluate(
+            "() => document.querySelectorAll('main script, main iframe, main object, main embed, main img, "
+            "main svg:not(.chart), main video, main audio, main marquee, main details, main xss, main math, "
+            "main base, main meta, main link, main style, main [onerror], main [onload], main [onclick], "
+            'main a[href^="javascript" i]\').length'
+        )
+    )
+
+
+def _submit(page: Any, url: str, name: str) -> None:
+    page.goto(url)
+    page.fill("main input[name=name]", name)
+    page.fill("main input[name=password]", "not the password 1")
+    with page.expect_navigation():
+        page.click("main form button[type=submit]")
 
 
 def test_no_payload_executes_in_any_page(browser: Any, xss_site: str, artifacts: Path) -> None:
@@ -162,15 +190,24 @@ def test_no_payload_executes_in_any_page(browser: Any, xss_site: str, artifacts:
             f"/recipes/xss-{i}/revisions/1",
             f"/recipes/xss-{i}/placeholders?DIR=/y",
         ]
+    for i, p in enumerate(PAYLOADS):
+        urls += [
+            f"/recipes/xss-{i}/edit",  # the payload inside the TOML textarea, </textarea> included
+            f"/recipes/xss-{i}/revisions/2",
+            f"/recipes/xss-{i}/compare?from=1&to=2",
+            f"/recipes?q={quote(p)}",  # reflected in the search box
+        ]
     for url in urls:
         page.goto(xss_site + url)
-        created = page.evaluate(
-            "() => document.querySelectorAll('main script, main iframe, main object, main embed, main img, "
-            "main svg:not(.chart), main video, main audio, main marquee, main details, main xss, main math, "
-            "main base, main meta, main link, main style, main [onerror], main [onload], main [onclick], "
-            'main a[href^="javascript" i]\').length'
-        )
-        assert created == 0, url
+        assert _created(page) == 0, url
+    page.goto(xss_site + "/recipes/xss-0")  # the struck row shows its reason as text
+    assert page.locator(".retracted-reason").first.inner_text() == f"(retracted: {PAYLOADS[0]})"
+    for p in PAYLOADS[:8]:  # under the sign-in limit (10/minute): the error page after a payload name
+        _submit(page, xss_site + "/signin", p)
+        assert page.locator("#form-error").count() == 1 and _created(page) == 0, p
+    for p in PAYLOADS[8:12]:  # under the sign-up limit (5/minute): refused by the name rules
+        _submit(page, xss_site + "/signup", p)
+        assert "lowercase letters" in page.content() and _created(page) == 0, p
     page.goto(xss_site + "/recipes/xss-1")
     page.screenshot(path=str(artifacts / "xss-recipe.png"), full_page=True)
     ctx.close()
