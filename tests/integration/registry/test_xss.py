@@ -18,64 +18,9 @@ from lair.registry.db.engine import make_engine
 from lair.registry.serve import prepare
 from lair.registry.service.publish import MEASUREMENTS, USERS, add_revision, now, publish
 from lair.testing.registry import add_verified_row, serve_process
+from lair.testing.xss import PAYLOADS, created
 
 pytestmark = pytest.mark.integration
-
-BASE_PAYLOADS = [
-    "<script>alert(1)</script>",
-    "<img src=x onerror=alert(2)>",
-    "<svg onload=alert(3)>",
-    "<svg><script>alert(4)</script></svg>",
-    '"><script>alert(5)</script>',
-    "'><img src=x onerror=alert(6)>",
-    "<iframe src=javascript:alert(7)>",
-    '<a href="javascript:alert(8)">x</a>',
-    "javascript:alert(9)",
-    "<body onload=alert(10)>",
-    "<input autofocus onfocus=alert(11)>",
-    "<details open ontoggle=alert(12)>",
-    "<math><mtext><table><mglyph><style><img src=x onerror=alert(13)>",
-    "<object data=javascript:alert(14)>",
-    "<embed src=javascript:alert(15)>",
-    "[x](javascript:alert(16))",
-    "![x](javascript:alert(17))",
-    "<scr<script>ipt>alert(18)</script>",
-    "<SCRIPT SRC=//evil.example/x.js></SCRIPT>",
-    '<img src="x" onerror="alert(20)">',
-    '<div style="background:url(javascript:alert(21))">',
-    '<svg><a xlink:href="javascript:alert(22)"><text>x</text></a></svg>',
-    "<marquee onstart=alert(23)>",
-    "<video><source onerror=alert(24)>",
-    "<audio src=x onerror=alert(25)>",
-    "\u003cscript\u003ealert(26)\u003c/script\u003e",
-    "＜script＞alert(27)＜/script＞",
-    "<scr\u0000ipt>alert(28)</scr\u0000ipt>",
-    "\u202e<script>alert(29)</script>",
-    "<img src=x onerror=&#97;&#108;&#101;&#114;&#116;(30)>",
-    '<a href="&#106;avascript:alert(31)">x</a>',
-    "<form action=javascript:alert(32)><button>x</button></form>",
-    "<isindex action=javascript:alert(33) type=image>",
-    "<base href=javascript:alert(34)//>",
-    "<link rel=import href=data:text/html,<script>alert(35)</script>>",
-    '<meta http-equiv=refresh content="0;url=javascript:alert(36)">',
-    "{{7*7}}<script>alert(37)</script>",
-    "${alert(38)}",
-    "</textarea><script>alert(39)</script>",
-    "</title><script>alert(40)</script>",
-    "</pre><script>alert(41)</script>",
-    "<!--<script>alert(42)</script>-->",
-    "<![CDATA[<script>alert(43)</script>]]>",
-    "<img src=x:alert(44) onerror=eval(src)>",
-    "<svg><animate onbegin=alert(45) attributeName=x dur=1s>",
-    "<xss onpointerover=alert(46) style=display:block>x</xss>",
-    "`<img src=x onerror=alert(47)>`",
-    "<<script>script>alert(48)<</script>/script>",
-    "data:text/html;base64,PHNjcmlwdD5hbGVydCg0OSk8L3NjcmlwdD4=",
-    "<a href=# onclick=alert(50)>click</a>",
-    "<style>@import 'javascript:alert(51)';</style>",
-    '<img srcset="x 1w" onerror=alert(52)>',
-]
-PAYLOADS = [p.replace("\u0000", "") for p in BASE_PAYLOADS]
 
 
 def _s(v: str) -> str:
@@ -156,18 +101,6 @@ def xss_site(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Itera
         yield base
 
 
-def _created(page: Any) -> int:
-    """Elements (or attributes) a payload would have created inside the page's main content."""
-    return int(
-        page.evaluate(
-            "() => document.querySelectorAll('main script, main iframe, main object, main embed, main img, "
-            "main svg:not(.chart), main video, main audio, main marquee, main details, main xss, main math, "
-            "main base, main meta, main link, main style, main [onerror], main [onload], main [onclick], "
-            'main a[href^="javascript" i]\').length'
-        )
-    )
-
-
 def _submit(page: Any, url: str, name: str) -> None:
     page.goto(url)
     page.fill("main input[name=name]", name)
@@ -199,15 +132,15 @@ def test_no_payload_executes_in_any_page(browser: Any, xss_site: str, artifacts:
         ]
     for url in urls:
         page.goto(xss_site + url)
-        assert _created(page) == 0, url
+        assert created(page) == 0, url
     page.goto(xss_site + "/recipes/xss-0")  # the struck row shows its reason as text
     assert page.locator(".retracted-reason").first.inner_text() == f"(retracted: {PAYLOADS[0]})"
     for p in PAYLOADS[:8]:  # under the sign-in limit (10/minute): the error page after a payload name
         _submit(page, xss_site + "/signin", p)
-        assert page.locator("#form-error").count() == 1 and _created(page) == 0, p
+        assert page.locator("#form-error").count() == 1 and created(page) == 0, p
     for p in PAYLOADS[8:12]:  # under the sign-up limit (5/minute): refused by the name rules
         _submit(page, xss_site + "/signup", p)
-        assert "lowercase letters" in page.content() and _created(page) == 0, p
+        assert "lowercase letters" in page.content() and created(page) == 0, p
     page.goto(xss_site + "/recipes/xss-1")
     page.screenshot(path=str(artifacts / "xss-recipe.png"), full_page=True)
     ctx.close()
