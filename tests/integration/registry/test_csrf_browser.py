@@ -43,6 +43,8 @@ FIELDS = {  # a plausible form for each page route: what the site's own form wou
     "/quality/{id}/retract": {"reason": "planted", "back": f"/recipes/{SLUG}"},
     "/recipes/{slug}/hide": {},
     "/users/{name}/hide": {},
+    "/account/tokens": {"name": "planted", "scope": "publish"},
+    "/account/tokens/{id}/revoke": {},
 }
 JSON_AS_TEXT = {  # a text/plain form body that is JSON: {"name": ..., "password": ..., "x": "="}
     "/api/v1/session": ('{"name": "victim", "password": "' + PASSWORD + '", "x": "', '"}'),

@@ -19,6 +19,7 @@ from lair.registry.db.engine import connect_url, make_engine, migrate
 from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.publish import seed_examples
 from lair.registry.web.app import create_app
+from lair.registry.web.auth import reset_limits
 from lair.testing.registry import pg_database
 
 
@@ -34,6 +35,7 @@ def _site(request: pytest.FixtureRequest, tmp_path: Path, blobs: str) -> Iterato
         if request.param == "sqlite"
         else request.getfixturevalue("pg_url")
     )
+    reset_limits()  # the in-process rate limits count per uploader across tests; each test starts afresh
     engine = make_engine(url)
     migrate(engine)
     with engine.begin() as conn:
