@@ -25,11 +25,26 @@ __all__ = [
     "gzip_serializer",
     "pg_database",
     "serve_process",
+    "tgz",
     "unsafe_routes",
     "wait_http",
 ]
 
 PG_ADMIN_URL = os.environ.get("LAIR_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def tgz(files: dict[str, bytes]) -> bytes:
+    """A ``.tar.gz`` of ``files`` (name -> bytes) as an upload body; names kept as given, hostile too."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def free_port() -> int:

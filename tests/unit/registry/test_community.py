@@ -4,8 +4,6 @@ refused secrets, diffs, forks, retraction."""
 
 from __future__ import annotations
 
-import io
-import tarfile
 import tomllib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +22,7 @@ from lair.registry.service.accounts import Actor, create_session, create_token, 
 from lair.registry.service.publish import add_revision, publish
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
-from lair.testing.registry import unsafe_routes
+from lair.testing.registry import tgz, unsafe_routes
 
 SLUG = tomllib.loads(LLAMA.read_text())["meta"]["slug"]
 
@@ -111,16 +109,6 @@ ROUTES = {  # endpoint: the route it exercises (the guard test below compares wi
 UNAUTHENTICATED = {("POST", "/api/v1/users"), ("POST", "/api/v1/session")}
 
 
-def _tgz(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def _retract(world: World, endpoint: str, who: str) -> int:
     c, h, body = world.client, _headers(world, who), {"reason": "broken driver"}
     if endpoint == "retract":
@@ -162,8 +150,8 @@ def _call(world: World, endpoint: str, who: str) -> int:
         method = c.put if endpoint == "hide-user" else c.delete
         return method("/api/v1/users/owner/hidden", headers=h).status_code
     if endpoint == "submit-report":
-        tgz, gz = _tgz({"results.json": b"{}"}), {"content-type": "application/gzip"}
-        return c.post("/api/v1/reports", content=tgz, headers=h | gz).status_code
+        body, gz = tgz({"results.json": b"{}"}), {"content-type": "application/gzip"}
+        return c.post("/api/v1/reports", content=body, headers=h | gz).status_code
     if endpoint == "create-token":
         return c.post("/api/v1/tokens", json={"name": "ci", "scope": "read"}, headers=h).status_code
     if endpoint == "revoke-token":

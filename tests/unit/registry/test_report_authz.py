@@ -4,8 +4,6 @@ and stores nothing; a publisher gets as far as the archive check."""
 
 from __future__ import annotations
 
-import io
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -16,17 +14,7 @@ from lair.errors import RegistryError
 from lair.registry.service.accounts import Actor, create_user
 from lair.registry.service.blobs import FileBlobStore
 from lair.registry.service.reports import submit_report
-
-
-def _archive() -> bytes:
-    """A well-formed .tar.gz whose one file is not a report (so only the archive check can refuse it)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        body = b"not a report\n"
-        info = tarfile.TarInfo("notes.txt")
-        info.size = len(body)
-        tar.addfile(info, io.BytesIO(body))
-    return buf.getvalue()
+from lair.testing.registry import tgz
 
 
 @pytest.mark.parametrize(
@@ -45,7 +33,8 @@ def test_submit_report_checks_the_caller_before_the_archive(
     actor = None if anonymous else Actor(user_id, "uploader", scopes=scopes)
     store = FileBlobStore(tmp_path / "blobs")
     with engine.begin() as conn, pytest.raises(RegistryError) as refused:
-        submit_report(conn, _archive(), actor=actor, store=store)
+        # a well-formed archive that is no report: only the archive check could refuse it
+        submit_report(conn, tgz({"notes.txt": b"not a report\n"}), actor=actor, store=store)
     assert refused.value.status == status
     if code is not None:
         assert refused.value.code == code

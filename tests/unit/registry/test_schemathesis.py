@@ -3,9 +3,7 @@ inputs; no 5xx, statuses, content types and bodies conform to the document."""
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,7 +39,7 @@ from lair.registry.service.publish import (
 from lair.registry.service.reports import REPORTS
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import COOKIE, UNSAFE_METHODS
-from lair.testing.registry import gzip_serializer, unsafe_routes
+from lair.testing.registry import gzip_serializer, tgz, unsafe_routes
 
 
 def _schema(tmp: Path) -> Any:
@@ -308,16 +306,6 @@ def test_the_document_describes_the_report_routes(api_schema: object) -> None:
     assert set(ok) == {"application/json", "text/markdown", "text/plain"}
 
 
-def _tgz(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def test_report_upload_refusals_answer_in_the_error_schema(write_schema: Any, write_db: Path) -> None:
     """Explicit bodies for each documented refusal of ``POST /api/v1/reports``: every check (the
     response schemas included) and the reason the envelope gives."""
@@ -337,8 +325,8 @@ def test_report_upload_refusals_answer_in_the_error_schema(write_schema: Any, wr
         assert error["status"] == status and needle in error["message"], error
 
     send(b"\x1f\x8b not really gzip", 422, "corrupt archive")
-    send(_tgz({"run/notes.txt": b"hello"}), 422, "results.json")
-    send(_tgz({"../escape.json": b"{}"}), 422, "path traversal")
+    send(tgz({"run/notes.txt": b"hello"}), 422, "results.json")
+    send(tgz({"../escape.json": b"{}"}), 422, "path traversal")
     send(b"\0" * (MAX_ARCHIVE_BYTES + 1), 413, "the limit is 16,777,216")
-    send(_tgz({"results.json": b"{}"}), 401, "sign in first", token=None)
-    send(_tgz({"results.json": b"{}"}), 403, "'publish' scope", token=tokens["read"])
+    send(tgz({"results.json": b"{}"}), 401, "sign in first", token=None)
+    send(tgz({"results.json": b"{}"}), 403, "'publish' scope", token=tokens["read"])
