@@ -191,3 +191,19 @@ def test_samples_missing_or_of_an_unreported_suite_are_refused() -> None:
     assert _check(doc, extra)[1] == [
         "eval_samples.jsonl has samples of suite other that results.json does not report"
     ]
+
+
+def test_a_failed_document_swapped_for_a_copy_of_a_passing_one_is_refused() -> None:
+    """The count stays 4 (so a check of the count alone passes), the score rises to 3/4; only the ids
+    give it away: document 0 twice, document 3 never."""
+    doc, samples = _report()
+    samples[3] = copy.deepcopy(samples[0])  # repeat 0: doc 3 (a fail) becomes a second doc 0 (a pass)
+    doc["eval"]["suites"][0] |= {
+        "score": (3 / 4 + 3 / 4) / 2,
+        "spread": {"min": 0.75, "max": 0.75, "flips": 2},
+    }
+    rows, reasons = _check(doc, samples)
+    assert rows == []
+    assert (
+        "eval suite lair_arith repeat 0: 4 samples for n 4 (missing documents [3], extra or repeated [0])"
+    ) in reasons
