@@ -7,6 +7,12 @@
 Random weights emit EOS at random: benchmark with ``ignore_eos``. Needs numpy, tokenizers, gguf
 (``pip install 'lair[engines]'``).
 
+``answer="69"`` makes a *scripted* model instead: every layer's output projections are zero, so the
+hidden state at a position is its own token's embedding, and the embeddings and output head form a
+chain (any other token -> the answer's first token -> ... -> its last -> EOS). Greedy decoding then
+answers exactly ``answer`` to every prompt: a real engine run whose right answers are known (an
+evaluation's positive case). The answer's tokens must be distinct single characters of the vocabulary.
+
     python -m lair.testing.tiny_model OUT [--hidden 128 --layers 2 --heads 2 --vocab 512 --ctx 2048]
 """
 
@@ -110,6 +116,26 @@ def _write_safetensors(path: Path, tensors: dict[str, Any]) -> None:
         f.write(h)
         for b in blobs:
             f.write(b)
+
+
+def _script(t: dict[str, Any], chain: list[int], eos: int) -> None:
+    """Overwrite ``t`` in place so that greedy decoding walks ``chain`` then EOS (see the docstring)."""
+    import numpy as np
+
+    emb, head = t["model.embed_tokens.weight"], t["lm_head.weight"]
+    h = emb.shape[1]
+    if len(chain) + 1 > h:
+        raise ValueError(f"a scripted answer holds at most {h - 1} tokens")
+    for name, arr in t.items():
+        if name.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")):
+            arr[:] = 0  # no layer writes to the residual stream
+    basis = np.eye(h, dtype=np.float32)
+    emb[:] = basis[0]  # every token not in the chain: state 0
+    head[:] = 0
+    for k, tok in enumerate(chain):
+        emb[tok] = basis[k + 1]
+    for k, nxt in enumerate([*chain, eos]):
+        head[nxt] = 5.0 * basis[k]  # state k -> the chain's next token (logit ~56 against 0)
 
 
 def _weights(v: int, h: int, f: int, layers: int, seed: int) -> dict[str, Any]:
@@ -217,8 +243,10 @@ def make_tiny_model(
     vocab: int = 512,
     ctx: int = 2048,
     seed: int = 0,
+    answer: str | None = None,
 ) -> Path:
-    """Write the HF folder and the GGUF under ``out``; return the GGUF path. Idempotent."""
+    """Write the HF folder and the GGUF under ``out``; return the GGUF path. Idempotent. With
+    ``answer``, the model is scripted to answer it to every prompt (module docstring)."""
     out = Path(out)
     gguf_path = out / GGUF_NAME
     if gguf_path.exists() and (out / "hf" / "config.json").exists():
@@ -266,6 +294,11 @@ def make_tiny_model(
     (hf / "config.json").write_text(json.dumps(cfg, indent=1))
     (hf / "generation_config.json").write_text(json.dumps({"bos_token_id": bos, "eos_token_id": eos}))
     t = _weights(len(voc), hidden, ffn, layers, seed)
+    if answer is not None:
+        chain = [voc[ch] for ch in answer]
+        if len(set(chain)) != len(chain):
+            raise ValueError(f"a scripted answer needs distinct characters: {answer!r}")
+        _script(t, chain, eos)
     _write_safetensors(hf / "model.safetensors", t)
     merges = json.loads((hf / "tokenizer.json").read_text())["model"]["merges"]
     tmp = out / (GGUF_NAME + ".tmp")

@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -30,10 +31,7 @@ def _healthy(url: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def tiny_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("tiny-engine")
-    gguf = make_tiny_model(root / "model")
+def _serve(root: Path, gguf: Path) -> Iterator[str]:
     port = _free_port()
     cmd = [sys.executable, "-m", "lair.engines.xllamacpp_server", "--model", str(gguf), "--port", str(port)]
     cmd += ["--parallel", "2", "--threads", "1", "--ctx", "2048", "--alias", "tiny"]
@@ -54,3 +52,17 @@ def tiny_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def tiny_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("tiny-engine")
+    yield from _serve(root, make_tiny_model(root / "model"))
+
+
+@pytest.fixture(scope="module")
+def scripted_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The same engine on a tiny model scripted to answer "69" to every prompt (right for one
+    lair_arith document in eight)."""
+    root = tmp_path_factory.mktemp("scripted-engine")
+    yield from _serve(root, make_tiny_model(root / "model", answer="69"))
