@@ -110,14 +110,18 @@ def _host_pattern(address: str, port: int) -> str:
     return address if port == 22 else f"[{address}]:{port}"
 
 
-def _known(path: Path, pattern: str) -> bool:
+def _known(path: Path, address: str, port: int) -> bool:
+    """Whether ``path`` has an entry for the node, read by asyncssh itself (hashed ``|1|`` hosts,
+    patterns, ``@cert-authority`` and ``@revoked`` lines), so "known" means what its check will use."""
+    import asyncssh
+
     if not path.exists():
         return False
-    for line in path.read_text(encoding="utf-8").splitlines():
-        fields = line.split()
-        if fields and not line.startswith("#") and pattern in fields[0].split(","):
-            return True
-    return False
+    try:
+        found = asyncssh.read_known_hosts(str(path)).match(address, address, port)
+    except (OSError, ValueError, asyncssh.Error) as exc:
+        raise RunnerError(f"cannot read known_hosts {path}: {exc}", host=address) from exc
+    return any(found[:3])  # host keys, CA keys, revoked keys
 
 
 def _record_host_key(path: Path, pattern: str, key_line: str) -> None:
@@ -152,7 +156,9 @@ class SshRunner(Runner):
         opts = connect_options(self.target, self.options)
         pattern = _host_pattern(self.target.address, self.target.port)
         accept_new = self.options.known_hosts == "accept-new"
-        first_use = accept_new and not _known(Path(opts["known_hosts"]), pattern)
+        first_use = accept_new and not _known(
+            Path(opts["known_hosts"]), self.target.address, self.target.port
+        )
         if first_use:
             opts["known_hosts"] = None
         try:

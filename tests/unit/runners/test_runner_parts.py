@@ -73,14 +73,33 @@ def test_known_hosts_policies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert _known_hosts_arg(SshOptions(known_hosts="strict", known_hosts_file="/kh")) == "/kh"
 
 
+def _host_key(tmp_path: Path, name: str) -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True)
+    return (tmp_path / f"{name}.pub").read_text()
+
+
 def test_record_and_find_host_keys(tmp_path: Path) -> None:
-    path = tmp_path / "kh"
+    path, key = tmp_path / "kh", _host_key(tmp_path, "k1")
     assert _host_pattern("10.0.0.1", 22) == "10.0.0.1"
     assert _host_pattern("10.0.0.1", 2222) == "[10.0.0.1]:2222"
-    assert not _known(path, "10.0.0.1")
-    _record_host_key(path, "[10.0.0.1]:2222", "ssh-ed25519 AAAAC3Nza comment\n")
-    assert _known(path, "[10.0.0.1]:2222") and not _known(path, "10.0.0.1")
-    assert path.read_text() == "[10.0.0.1]:2222 ssh-ed25519 AAAAC3Nza comment\n"
+    assert not _known(path, "10.0.0.1", 22)
+    _record_host_key(path, "[10.0.0.1]:2222", key)
+    assert _known(path, "10.0.0.1", 2222) and not _known(path, "10.0.0.1", 22)
+    assert path.read_text() == f"[10.0.0.1]:2222 {key.strip()}\n"
+
+
+def test_hashed_and_pattern_known_hosts_entries_are_found(tmp_path: Path) -> None:
+    """Entries as OpenSSH writes them with HashKnownHosts (``ssh-keygen -H``), comma lists and
+    wildcards: a hand-written parser of the first field misses all three."""
+    path, key = tmp_path / "kh", _host_key(tmp_path, "k1")
+    path.write_text(f"[10.0.0.7]:2222 {key}node-a,10.0.0.8 {key}10.0.1.* {key}")
+    subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(path)], check=True, capture_output=True)
+    assert "10.0.0.7" not in path.read_text()  # hashed by OpenSSH's own tool
+    assert _known(path, "10.0.0.7", 2222)
+    assert _known(path, "10.0.0.8", 22)
+    assert not _known(path, "10.0.0.9", 22)
+    path.write_text(f"10.0.1.* {key}")  # ssh-keygen -H leaves wildcards as they are
+    assert _known(path, "10.0.1.5", 22) and not _known(path, "10.0.2.5", 22)
 
 
 def test_runner_for_picks_local_or_ssh() -> None:
