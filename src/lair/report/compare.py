@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lair.report.quality import quality_compare, quality_compare_lines
+from lair.report.table import markdown_table
 
 __all__ = ["COMPARED", "compare", "compare_text"]
 
@@ -57,13 +58,13 @@ def compare_text(cmp: dict[str, Any]) -> str:
         f"A: {cmp['a']['run_name']} ({cmp['a']['model']}, {cmp['a']['created_at']})",
         f"B: {cmp['b']['run_name']} ({cmp['b']['model']}, {cmp['b']['created_at']})",
         "",
-        "| " + " | ".join(head) + " |",
-        "|" + "---|" * len(head),
     ]
+    rows = []
     for r in cmp["rows"]:
         cells = [f"{r['context']:,}", str(r["concurrency"])]
         for m in COMPARED:
             cells += [_cell(r[m]["a"]), _cell(r[m]["b"]), _delta(r[m]["delta_pct"])]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
+    lines.append(markdown_table(head, rows))
     lines += quality_compare_lines(cmp.get("quality") or [])
     return "\n".join(lines) + "\n"

@@ -8,10 +8,18 @@ samples flipped verdict between repeats) and wall time. Per-sample records are i
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
-__all__ = ["QUALITY_COLUMNS", "quality_compare", "quality_compare_lines", "quality_html", "quality_markdown"]
+from lair.report.table import markdown_table
+
+__all__ = [
+    "QUALITY_COLUMNS",
+    "quality_compare",
+    "quality_compare_lines",
+    "quality_markdown",
+    "quality_rows",
+    "quality_source",
+]
 
 QUALITY_COLUMNS = (
     "suite",
@@ -54,7 +62,7 @@ def quality_rows(doc: dict[str, Any]) -> list[list[str]]:
     return [_row(s) for s in ev.get("suites", [])]
 
 
-def _source(doc: dict[str, Any]) -> str:
+def quality_source(doc: dict[str, Any]) -> str:
     ev = doc["eval"]
     h = ev.get("harness") or {}
     return f"lm-eval {h.get('lm_eval', '?')} over the {h.get('api', 'completions')} API of {ev['model']}"
@@ -65,24 +73,9 @@ def quality_markdown(doc: dict[str, Any]) -> list[str]:
     rows = quality_rows(doc)
     if not rows:
         return []
-    lines = ["## Quality", "", _source(doc), "", "| " + " | ".join(QUALITY_COLUMNS) + " |"]
-    lines.append("|" + "---|" * len(QUALITY_COLUMNS))
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines = ["## Quality", "", quality_source(doc), "", markdown_table(QUALITY_COLUMNS, rows)]
     lines += ["", "Per-sample records (prompt hash, output, verdict): eval_samples.jsonl.", ""]
     return lines
-
-
-def quality_html(doc: dict[str, Any]) -> str:
-    """The quality table as HTML (empty when the report has no evaluation)."""
-    rows = quality_rows(doc)
-    if not rows:
-        return ""
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in QUALITY_COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in rows)
-    return (
-        f"<h2>Quality</h2><p class='muted'>{html.escape(_source(doc))}</p>"
-        f"<table class='quality'><tr>{head}</tr>{body}</table>"
-    )
 
 
 def quality_compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
@@ -111,18 +104,11 @@ def quality_compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]
 def quality_compare_lines(rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
-    lines = ["", "| suite | metric | A | B | Δ (points) | n A | n B |", "|---|---|---|---|---|---|---|"]
+    head = ("suite", "metric", "A", "B", "Δ (points)", "n A", "n B")
+    cells = []
     for r in rows:
         d = "-" if r["delta_pp"] is None else f"{r['delta_pp']:+.1f}"
         n = r["n"]
-        cells = [
-            r["suite"],
-            str(r["metric"]),
-            _pct(r["a"]),
-            _pct(r["b"]),
-            d,
-            str(n["a"] or "-"),
-            str(n["b"] or "-"),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        cells.append([r["suite"], str(r["metric"]), _pct(r["a"]), _pct(r["b"]), d, str(n["a"] or "-"),
+                      str(n["b"] or "-")])  # fmt: skip
+    return ["", markdown_table(head, cells)]

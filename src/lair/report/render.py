@@ -1,13 +1,19 @@
 """Human renderings of a run report: a text/Markdown table and a self-contained HTML page with an
-inline SVG plot of tok/s against context. Everything renders from the ``results.json`` document."""
+inline SVG plot of tok/s against context. Everything renders from the ``results.json`` document; the
+tables come from :mod:`lair.report.table`, the page from the Jinja2 template ``templates/report.html``
+(autoescaped: run names, models and fingerprints are the uploader's text)."""
 
 from __future__ import annotations
 
-import html
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from lair.report.charts import metric_chart
-from lair.report.quality import quality_html, quality_markdown
+from lair.report.quality import QUALITY_COLUMNS, quality_markdown, quality_rows, quality_source
+from lair.report.table import markdown_table
+
+if TYPE_CHECKING:
+    from jinja2 import Template
 
 __all__ = ["COLUMNS", "charts", "html_page", "markdown", "table_rows"]
 
@@ -41,11 +47,6 @@ def _fmt(v: Any) -> str:
 def table_rows(doc: dict[str, Any]) -> list[list[str]]:
     """The speed table as text cells, one row per (context, concurrency)."""
     return [[_fmt(cell.get(key)) for key, _ in COLUMNS] for cell in doc["bench"]["cells"]]
-
-
-def _md_table(head: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 def _needle_line(doc: dict[str, Any]) -> str:
@@ -95,7 +96,7 @@ def markdown(doc: dict[str, Any]) -> str:
         "",
         _meta_line(doc),
         "",
-        _md_table([t for _, t in COLUMNS], table_rows(doc)),
+        markdown_table([t for _, t in COLUMNS], table_rows(doc)),
         "",
         _needle_line(doc),
         *quality_markdown(doc),
@@ -125,30 +126,6 @@ def charts(doc: dict[str, Any]) -> str:
     return "".join(metric_chart(cells, key, title, unit) for key, title, unit in keys)
 
 
-def _roofline_html(roofline: Any) -> str:
-    """The roofline table: each cell's decode and prefill as % of its ceiling (or why there is none)."""
-    if roofline is None:
-        return ""
-    if not roofline.rows:
-        return f"<h2>Roofline</h2><p class='muted'>{html.escape(roofline.missing)}</p>"
-    head = ("context", "conc", "decode tok/s/stream", "ceiling", "% of roofline", "prefill tok/s", "ceiling",
-            "% of roofline", "")  # fmt: skip
-    rows = []
-    for r in roofline.rows:
-        flag = "IMPLAUSIBLE: " + r["why"] if r["implausible"] else ""
-        cells = [f"{r['context']:,}", str(r["concurrency"]), _fmt(r["decode_tok_s"])]
-        cells += [_fmt(r["decode_roofline_tok_s"]), _pct(r["decode_pct"]), _fmt(r["prefill_tok_s"])]
-        cells += [_fmt(r["prefill_roofline_tok_s"]), _pct(r["prefill_pct"]), flag]
-        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
-    title = html.escape(f"Roofline ({roofline.hardware}; {roofline.model})")
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    return f"<h2>{title}</h2><table class='roofline'><tr>{th}</tr>{''.join(rows)}</table>"
-
-
-def _pct(v: Any) -> str:
-    return "-" if v is None else f"{v:.1f}%"
-
-
 _CSS = (
     "body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse}"
     "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f3f3f3}"
@@ -156,24 +133,47 @@ _CSS = (
 )
 
 
+@cache
+def _template() -> Template:
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    env = Environment(
+        loader=PackageLoader("lair.report", "templates"),
+        autoescape=select_autoescape(["html"]),
+        undefined=StrictUndefined,  # a missing variable is an error, not an empty cell
+    )
+    return env.get_template("report.html")
+
+
+def _roofline_section(roofline: Any) -> dict[str, Any] | None:
+    from lair.report.roofline import ROOFLINE_HEAD, roofline_table
+
+    if roofline is None:
+        return None
+    title, rows = roofline_table(roofline)
+    return {"title": title, "head": ROOFLINE_HEAD, "rows": rows, "missing": roofline.missing}
+
+
 def html_page(doc: dict[str, Any], roofline: Any = None) -> str:
     """A self-contained HTML page: table, charts, roofline, needle, machine. No external resources.
     ``roofline`` is a :class:`lair.report.roofline.RooflineRows` (None: no section)."""
+    from markupsafe import Markup
+
     b = doc["bench"]
-    title = html.escape(f"{doc.get('run_name') or 'bench'}: {b['model']}")
-    head = "".join(f"<th>{html.escape(t)}</th>" for _, t in COLUMNS)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in table_rows(doc)
-    )
-    fp = "".join(f"<li>{html.escape(x[2:])}</li>" for x in _fingerprint_lines(doc.get("fingerprint") or {}))
-    plots = charts(doc)
-    meta = html.escape(
-        f"{b['url']} · {b['started_at']} → {b['finished_at']} · lair {doc.get('lair_version')}"
-    )
+    quality = quality_rows(doc)
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{_CSS}</style>"
-        f"</head><body><h1>{title}</h1><p class='muted'>{meta}</p><table><tr>{head}</tr>{body}</table>"
-        f"<p>{html.escape(_needle_line(doc))}</p>{quality_html(doc)}<div>{plots}</div>{_roofline_html(roofline)}"
-        f"<h2>Machine</h2><ul>{fp}</ul>"
-        "</body></html>\n"
+        _template().render(
+            title=f"{doc.get('run_name') or 'bench'}: {b['model']}",
+            meta=_meta_line(doc),
+            css=Markup(_CSS),  # a constant of this module
+            speed={"head": [t for _, t in COLUMNS], "rows": table_rows(doc)},
+            needle=_needle_line(doc).strip(),
+            quality={"source": quality_source(doc), "head": QUALITY_COLUMNS, "rows": quality}
+            if quality
+            else None,
+            charts=Markup(charts(doc)),  # SVG built by lair.report.charts, its text escaped there
+            roofline=_roofline_section(roofline),
+            machine=[x[2:] for x in _fingerprint_lines(doc.get("fingerprint") or {})],
+        )
+        + "\n"
     )

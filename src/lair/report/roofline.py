@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lair.errors import FitError, LairError
+from lair.report.table import markdown_table
 
 __all__ = ["RooflineRows", "rate_report"]
 
@@ -119,19 +120,30 @@ def _num(v: Any) -> str:
     return "-" if v is None else f"{v:,.1f}"
 
 
-def roofline_markdown(rr: RooflineRows) -> str:
-    """The ratings as a Markdown section (or the reason there are none)."""
+ROOFLINE_HEAD = ("context", "conc", "decode tok/s/stream", "ceiling", "% of roofline", "prefill tok/s",
+                 "ceiling", "% of roofline", "")  # fmt: skip
+
+
+def roofline_table(rr: RooflineRows) -> tuple[str, list[list[str]]]:
+    """The section title and the rows of :data:`ROOFLINE_HEAD` (none: ``rr.missing`` says why)."""
     if not rr.rows:
-        return f"\n## Roofline\n{rr.missing}\n"
-    head = "| context | conc | decode tok/s/stream | ceiling | % | prefill tok/s | ceiling | % | |"
-    lines = [f"\n## Roofline ({rr.hardware}; {rr.model})", head, "|" + "---|" * 9]
+        return "Roofline", []
+    rows = []
     for r in rr.rows:
         flag = "IMPLAUSIBLE: " + r["why"] if r["implausible"] else ""
         cells = [f"{r['context']:,}", str(r["concurrency"]), _num(r["decode_tok_s"])]
         cells += [_num(r["decode_roofline_tok_s"]), _pct(r["decode_pct"]), _num(r["prefill_tok_s"])]
         cells += [_num(r["prefill_roofline_tok_s"]), _pct(r["prefill_pct"]), flag]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        rows.append(cells)
+    return f"Roofline ({rr.hardware}; {rr.model})", rows
 
 
-__all__ += ["roofline_markdown"]
+def roofline_markdown(rr: RooflineRows) -> str:
+    """The ratings as a Markdown section (or the reason there are none)."""
+    title, rows = roofline_table(rr)
+    if not rows:
+        return f"\n## {title}\n{rr.missing}\n"
+    return f"\n## {title}\n{markdown_table(ROOFLINE_HEAD, rows)}\n"
+
+
+__all__ += ["ROOFLINE_HEAD", "roofline_markdown", "roofline_table"]
