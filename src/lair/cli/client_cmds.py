@@ -104,8 +104,8 @@ def _split_ref(ref: str) -> tuple[str, int | None]:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from lair.errors import RegistryError
-    from lair.launch.trust_store import mark_untrusted
+    from lair.errors import LairError, RegistryError
+    from lair.launch.trust_store import stamp_pulled
     from lair.recipe import load_recipe
     from lair.recipe.digest import model_sha256
 
@@ -114,10 +114,15 @@ def cmd_pull(args: argparse.Namespace) -> int:
     doc = client.recipe(slug, rev)
     out = Path(args.output or f"{slug}.toml")
     out.write_text(client.recipe_toml(slug, rev), encoding="utf-8")
-    mark_untrusted(out, f"{client.creds.url}/recipes/{slug}@{doc['revision']}")
-    sha = model_sha256(load_recipe(out))
-    if sha != doc["sha256"]:
-        raise RegistryError(422, "mismatch", f"{out}: sha256 {sha} is not the revision's {doc['sha256']}")
+    try:
+        sha = model_sha256(load_recipe(out))
+        if sha != doc["sha256"]:
+            raise RegistryError(422, "mismatch", f"{out}: sha256 {sha} is not the revision's {doc['sha256']}")
+    except LairError:
+        out.unlink()  # not the revision: nothing of it stays, to be planned as the user's own
+        raise
+    revision = int(doc["revision"])
+    stamp_pulled(out, registry=client.creds.url, slug=slug, revision=revision, sha256=sha)
     if args.json:
         dump_json({"ok": True, "slug": slug, "revision": doc["revision"], "sha256": sha, "file": str(out)})
     else:

@@ -220,6 +220,7 @@ def prepare(req: Request, *, lease: bool) -> Prepared:
             trusted=trusted,
             acceptance=acceptance,
             previous=previous,
+            source=source,
             recipe_path=str(path),
             python=_python,
             pull=req.pull,  # type: ignore[arg-type]

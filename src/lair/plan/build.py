@@ -415,6 +415,7 @@ def plan(
     trusted: bool = True,
     acceptance: Acceptance | None = None,
     previous: Acceptance | None = None,
+    source: str | None = None,
     recipe_path: str = "",
     values: Mapping[str, str] | None = None,
     python: Callable[[Target], str] | None = None,
@@ -428,7 +429,8 @@ def plan(
 
     ``values`` (placeholder values) default to the rig's; ``capabilities`` to the rig's (else every
     flag is allowed); ``python`` gives each node's interpreter for engines started with Python;
-    ``previous`` is the last acceptance of an untrusted recipe's source (its changes are shown).
+    ``previous`` is the last acceptance of an untrusted recipe's source (its changes are shown);
+    ``source`` is where it came from (an acceptance of another source does not count).
     Raises PlaceholderError, CapabilityError, TrustError, AllocationError, ConfigError.
     """
     from lair import __version__
@@ -438,7 +440,8 @@ def plan(
 
     vals = dict(values if values is not None else (rig.string_values() if rig else {}))
     rendered = render_recipe(recipe, vals, where=recipe_path or "the recipe")
-    check_trust(trust_view(recipe, vals), trusted=trusted, acceptance=acceptance, previous=previous)
+    view = trust_view(recipe, vals)
+    check_trust(view, trusted=trusted, acceptance=acceptance, previous=previous, source=source)
     rendered, moved = move_secret_args(recipe, rendered)
     rendered = _with_gpus(rendered.model_copy(update={"env": {**rendered.env, **moved}}))
     _check_image(rendered)

@@ -157,7 +157,27 @@ def render_recipe(
         if why:
             raise ConfigError(f"placeholder {{{name}}}: {why}", hint=f"fix its value in the rig ({name}=...)")
     data = render_data(recipe.model_dump(mode="python", exclude_unset=True), resolved, where=where)
-    return Recipe.model_validate(data)
+    return _validated(data, where)
+
+
+def _validated(data: dict[str, Any], where: str) -> Recipe:
+    """The rendered recipe; a placeholder value that makes a field invalid (``ulimits.nofile =
+    "{N}"`` given ``1024 --privileged``) is a ConfigError naming the field, not a traceback."""
+    from pydantic import ValidationError
+
+    from lair.errors import ConfigError
+    from lair.recipe.validate import dotted
+
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        field = dotted(tuple(p for p in first["loc"] if p != "[key]"))
+        raise ConfigError(
+            f"{where or 'the recipe'}: {field}: {msg} (after placeholders were filled in)",
+            hint="fix the placeholder's value in the rig or --set",
+        ) from None
 
 
 def redacted_toml(path: str | Path, values: Mapping[str, str] | None = None) -> str:

@@ -16,5 +16,13 @@ __all__ = ["model_sha256"]
 
 
 def model_sha256(recipe: Recipe) -> str:
-    blob = json.dumps(to_data(recipe), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The digest; a ``[meta.source]`` stamp (where a pulled copy came from) is left out, so a pulled
+    recipe keeps its revision's digest."""
+    data = to_data(recipe)
+    meta = data.get("meta")
+    if isinstance(meta, dict) and "source" in meta:
+        meta.pop("source")
+        if not meta:
+            data.pop("meta")
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -11,10 +11,20 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "ENGINES",
+    "ULIMIT_NAMES",
     "Credit",
     "Download",
     "EngineInfo",
@@ -30,7 +40,9 @@ __all__ = [
     "Recipe",
     "Requirements",
     "Revision",
+    "SourceStamp",
     "parse_size",
+    "ulimit_numbers",
 ]
 
 ENGINES = ("vllm", "sglang", "llamacpp", "xllamacpp", "trtllm", "exllamav3", "tabbyapi", "ollama", "custom")
@@ -39,16 +51,55 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PLACEHOLDER_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+ULIMIT_NAMES = (
+    "core",
+    "cpu",
+    "data",
+    "fsize",
+    "locks",
+    "memlock",
+    "msgqueue",
+    "nice",
+    "nofile",
+    "nproc",
+    "rss",
+    "rtprio",
+    "rttime",
+    "sigpending",
+    "stack",
+)
+"""The names ``docker run --ulimit`` and ``podman run --ulimit`` take."""
+_ULIMIT_PART = re.compile(r"-1|unlimited|\d{1,19}|\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
 def parse_size(text: str | int) -> int:
     """Bytes in a Docker-style size: ``"9g"`` -> 9 GiB, ``"512m"``, ``"1.5g"``, ``"2048"`` (bytes)."""
     if isinstance(text, int):
         return text
-    m = SIZE_RE.match(text.strip())
+    m = SIZE_RE.fullmatch(text.strip())
     if not m:
         raise ValueError(f"not a size: {text!r}")
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def ulimit_numbers(text: str) -> list[int]:
+    """The soft and hard limits of a ulimit value ``soft[:hard]`` (-1 for unlimited); ValueError
+    for anything else (placeholders, ``{NAME}``, are left to their rendered value)."""
+    parts = text.split(":")
+    if not 1 <= len(parts) <= 2 or not all(_ULIMIT_PART.fullmatch(p) for p in parts):
+        raise ValueError(f"not a ulimit value: {text!r} (a number, -1 or unlimited, optionally soft:hard)")
+    return [-1 if p in ("-1", "unlimited") else int(p) for p in parts if not p.startswith("{")]
+
+
+def _ulimit_value(text: str) -> str:
+    nums = ulimit_numbers(text)
+    if len(nums) == 2 and nums[1] != -1 and (nums[0] == -1 or nums[0] > nums[1]):
+        raise ValueError(f"soft limit {nums[0]} is above the hard limit {nums[1]} in {text!r}")
+    return text
+
+
+UlimitName = Annotated[str, StringConstraints(pattern="^(" + "|".join(ULIMIT_NAMES) + ")$")]
+UlimitValue = Annotated[str, AfterValidator(_ulimit_value)]
 
 
 class Strict(BaseModel):
@@ -189,6 +240,36 @@ class Revision(Strict):
     date: str | None = None
 
 
+class SourceStamp(Strict):
+    """Where a recipe file came from: written by ``lair pull`` (and into fetched URLs). A local file
+    with a stamp is untrusted as coming from that source; editing the file does not remove it."""
+
+    url: str | None = Field(None, description="the http(s) URL the recipe was fetched from")
+    registry: str | None = Field(None, description="the registry's base URL the recipe was pulled from")
+    slug: str | None = Field(None, description="the recipe's slug on that registry")
+    revision: int | None = Field(None, ge=1, description="the pulled revision")
+    sha256: str = Field(
+        pattern=r"^[0-9a-f]{64}$",
+        description="sha256 of the recipe as pulled (its canonical model, this stamp left out)",
+    )
+    pulled_at: str | None = Field(None, description="local time of the pull")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SourceStamp:
+        if (self.url is None) == (self.registry is None):
+            raise ValueError("a source stamp names either url or registry (with slug and revision)")
+        if self.registry is not None and (self.slug is None or self.revision is None):
+            raise ValueError("a registry source stamp needs slug and revision")
+        return self
+
+    @property
+    def origin(self) -> str:
+        """The source an acceptance is bound to: the URL, or the registry revision's address."""
+        if self.url is not None:
+            return self.url
+        return f"{(self.registry or '').rstrip('/')}/recipes/{self.slug}@{self.revision}"
+
+
 class Meta(Strict):
     """Publication metadata, in the order of a recipe page."""
 
@@ -218,11 +299,16 @@ class Meta(Strict):
     requirements: Requirements | None = None
     downloads: list[Download] = Field(default_factory=list)
     revisions: list[Revision] = Field(default_factory=list)
+    source: SourceStamp | None = Field(
+        None,
+        description="provenance stamp of a pulled recipe (written by lair pull; "
+        "a file with one is untrusted, see docs/launch.md#trust)",
+    )
 
     @field_validator("slug")
     @classmethod
     def _slug(cls, v: str | None) -> str | None:
-        if v is not None and not SLUG_RE.match(v):
+        if v is not None and not SLUG_RE.fullmatch(v):
             raise ValueError("a slug is lowercase letters, digits and single hyphens")
         return v
 
@@ -256,8 +342,10 @@ class Recipe(Strict):
     cap_add: list[str] = Field(default_factory=list, description="kernel capabilities added (--cap-add)")
     ipc: Literal["host", "private", "shareable"] | None = None
     pid: Literal["host"] | None = Field(None, description='"host": the host\'s PID namespace (--pid host)')
-    ulimits: dict[str, str] = Field(
-        default_factory=dict, description='e.g. {memlock = "-1", nofile = "65536"}'
+    ulimits: dict[UlimitName, UlimitValue] = Field(
+        default_factory=dict,
+        description='container ulimits, soft[:hard] (-1 or "unlimited": no limit), '
+        'e.g. {memlock = "-1", nofile = "65536:65536"}; names: ' + ", ".join(ULIMIT_NAMES),
     )
     memory_limit: Size | None = Field(None, description="container memory cap; swap is turned off with it")
     cpus: float | None = Field(None, gt=0)

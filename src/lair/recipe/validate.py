@@ -188,6 +188,8 @@ def _schema_issue(ctx: _Ctx, err: Any) -> None:
             _did_you_mean(str(value), allowed),
             code="choice",
         )
+    elif kind == "string_pattern_mismatch" and loc[-1] == "[key]" and loc[0] == "ulimits":
+        _ulimit_name(ctx, loc[:-1], str(value))
     elif kind == "string_pattern_mismatch" and loc[-1] == "[key]":
         what = "environment variable" if loc[0] == "env" else "placeholder"
         ctx.add(
@@ -202,6 +204,13 @@ def _schema_issue(ctx: _Ctx, err: Any) -> None:
         ctx.add(loc, msg, _value_hint(loc), code="value")
     else:
         ctx.add(loc, str(err["msg"]), code=kind)
+
+
+def _ulimit_name(ctx: _Ctx, loc: Key, name: str) -> None:
+    from lair.recipe.model import ULIMIT_NAMES
+
+    hint = _did_you_mean(name, list(ULIMIT_NAMES)) or "ulimits: " + ", ".join(ULIMIT_NAMES)
+    ctx.add(loc, f"unknown ulimit {name!r}", hint, code="ulimit", on_key=True)
 
 
 def _num(v: Any) -> str:
@@ -269,6 +278,8 @@ def _range_hint(loc: Key) -> str:
 def _value_hint(loc: Key) -> str:
     if loc and loc[-1] in ("shm_size", "memory_limit"):
         return 'sizes look like "9g", "512m" or "1.5g"'
+    if len(loc) == 2 and loc[0] == "ulimits":
+        return 'e.g. nofile = "65536" or "1024:65536" (soft:hard), memlock = "-1"'
     if loc and loc[-1] == "slug":
         return "e.g. deepseek-v4-flash-2x-spark"
     return ""

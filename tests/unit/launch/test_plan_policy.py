@@ -86,6 +86,7 @@ def test_untrusted_recipe_is_refused_until_accepted() -> None:
     r = load_text(RISKY)
     assert risky_requests(r) == [
         "image i:1: its code runs with everything below",
+        "entrypoint serve (replaces the image's own command: this runs in the container)",
         "hook sh -c echo hi (before_serve, runs on the node itself)",
         "mount /var/run/docker.sock:/var/run/docker.sock (read-write, a system path, a socket (a container "
         "runtime's socket gives root on the host))",
@@ -108,7 +109,10 @@ def test_untrusted_plain_recipe_still_needs_acceptance_of_its_image() -> None:
     r = load_text('engine = "custom"\ndocker_image = "i:1"\nentrypoint = ["serve"]\n')
     with pytest.raises(TrustError) as e:
         plan(r, ONE, run_id="t5", trusted=False)
-    assert e.value.risks == ["image i:1: its code runs with everything below"]
+    assert e.value.risks == [
+        "image i:1: its code runs with everything below",
+        "entrypoint serve (replaces the image's own command: this runs in the container)",
+    ]
     ok = Acceptance(fingerprint=fingerprint(r), source="https://x", requests={}, accepted_at="now")
     assert plan(r, ONE, run_id="t5", trusted=False, acceptance=ok).nodes[0].container == "lair-t5-r0"
 
