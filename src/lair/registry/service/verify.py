@@ -29,6 +29,15 @@ from lair.registry.service.archive import refuse
 from lair.registry.service.asrun import check_as_run
 from lair.registry.service.canonical import recipe_from_canonical
 from lair.registry.service.recompute import check_cells
+from lair.registry.service.report_schema import (
+    Fingerprint,
+    RequestRow,
+    Results,
+    SampleRow,
+    loads,
+    parse_document,
+    parse_rows,
+)
 from lair.registry.service.rescore import SAMPLES, check_eval
 
 __all__ = ["Found", "Verified", "rig_fingerprint", "verify_report"]
@@ -72,39 +81,54 @@ def rig_fingerprint(fp: dict[str, Any]) -> str:
 
 
 def _json(files: dict[str, bytes], name: str, reasons: list[str]) -> Any:
-    try:
-        return json.loads(files[name])
-    except KeyError:
+    """The typed document ``name`` (:mod:`.report_schema`), or None with the reasons."""
+    if name not in files:
         reasons.append(f"{name} missing from the report")
-    except ValueError as exc:
-        reasons.append(f"{name} is not JSON: {exc}")
-    return None
+        return None
+    model = Results if name == "results.json" else Fingerprint
+    doc, why = parse_document(name, files[name], model)
+    reasons += why
+    return doc
 
 
-def _rows(files: dict[str, bytes], reasons: list[str]) -> list[dict[str, Any]]:
-    out = []
-    for i, line in enumerate(files.get("requests.jsonl", b"").decode(errors="replace").splitlines()):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            reasons.append(f"requests.jsonl line {i + 1} is not JSON")
-            continue
-        out.append(row)
-    return out
+def _rows(files: dict[str, bytes], reasons: list[str], name: str = "requests.jsonl") -> list[dict[str, Any]]:
+    """The typed rows of ``requests.jsonl`` (or of the evaluation's samples), with the reasons."""
+    rows, why = parse_rows(files.get(name, b""), name, SampleRow if name == SAMPLES else RequestRow)
+    reasons += why
+    return rows
+
+
+def _kind_of(files: dict[str, bytes]) -> str | None:
+    """Why results.json is another kind of JSON object, before its fields are typed (None: it says
+    it is a run report, or it is no object at all, which the schema words)."""
+    try:
+        head = loads(files["results.json"])
+    except (KeyError, ValueError):
+        return None
+    if not isinstance(head, dict) or head.get("kind") == "lair.run_report":
+        return None
+    return f"results.json is not a lair run report: kind: is {head.get('kind')!r}, not 'lair.run_report'"
 
 
 def _documents(files: dict[str, bytes], reasons: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """results.json and the rows of requests.jsonl, every file typed; ({}, []) when one is refused
+    (its reasons name the file and the field), so nothing later reads an untyped value."""
+    if (not_a_report := _kind_of(files)) is not None:
+        reasons.append(not_a_report)
+        return {}, []
+    start = len(reasons)
     doc = _json(files, "results.json", reasons)
     fp = _json(files, "fingerprint.json", reasons)
     if "requests.jsonl" not in files:
         reasons.append("requests.jsonl missing from the report")
-    if not isinstance(doc, dict) or doc.get("kind") != "lair.run_report" or "bench" not in doc:
-        if doc is not None:
-            reasons.append("results.json is not a lair run report")
+    rows = _rows(files, reasons)
+    if SAMPLES in files:
+        _rows(files, reasons, SAMPLES)
+    if doc is None or len(reasons) > start:
         return {}, []
     if fp is not None and fp != doc.get("fingerprint"):
         reasons.append("fingerprint.json differs from the fingerprint in results.json")
-    return doc, _rows(files, reasons)
+    return doc, rows
 
 
 def _revision(

@@ -1,5 +1,9 @@
 """Routes of uploaded run reports: ``POST /api/v1/reports`` and each report's page, JSON and raw files.
 
+The upload's archive is unpacked, verified and stored on a worker thread of an upload limiter of
+its own (``UPLOAD_THREADS``), never on the event loop, so ``/health`` and every page keep answering
+while a hostile archive is refused (:mod:`lair.registry.service.archive` bounds its time and memory).
+
 An upload is a write like any other: a signed-in actor (an API token with the ``publish`` scope, or a
 session with its CSRF token), under the write rate limit; the actor becomes the rows' submitter, who
 may retract them.
@@ -9,6 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+import anyio.to_thread
+from sqlalchemy import Engine
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -16,6 +23,7 @@ from lair.errors import RegistryError
 from lair.registry.service import reports
 from lair.registry.service.accounts import Actor
 from lair.registry.service.archive import MAX_ARCHIVE_BYTES, refuse
+from lair.registry.service.blobs import BlobStore
 from lair.registry.web.auth import actor_of, check_csrf, limit
 from lair.registry.web.render import html, json_response
 from lair.registry.web.writes import write_limit
@@ -54,12 +62,50 @@ async def _body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
+UPLOAD_THREADS = 2
+"""Uploads unpacked and verified at once per process, each on a worker thread of its own limiter
+(never the event loop: other requests keep their latency while an upload is checked or refused)."""
+UPLOAD_QUEUE_S = 30.0
+"""How long an upload waits for one of those threads before it is answered 503."""
+_LIMITERS: dict[int, anyio.CapacityLimiter] = {}
+
+
+def _limiter() -> anyio.CapacityLimiter:
+    """The upload limiter of the running event loop (a limiter belongs to one loop)."""
+    import asyncio
+
+    key = id(asyncio.get_running_loop())
+    if key not in _LIMITERS:
+        _LIMITERS.clear()  # a new loop (a test client, a reloaded worker): the old limiter is dead
+        _LIMITERS[key] = anyio.CapacityLimiter(UPLOAD_THREADS)
+    return _LIMITERS[key]
+
+
+def _accept(engine: Engine, data: bytes, actor: Actor, store: BlobStore) -> dict[str, Any]:
+    """Unpack, verify and store in one transaction: the blocking part, run on a worker thread."""
+    with engine.begin() as conn:
+        return reports.submit_report(conn, data, actor=actor, store=store)
+
+
+async def _off_loop(request: Request, data: bytes, actor: Actor) -> dict[str, Any]:
+    state, limiter = request.app.state, _limiter()
+    with anyio.move_on_after(UPLOAD_QUEUE_S) as waiting:
+        await limiter.acquire()
+    if waiting.cancelled_caught:  # only the wait is timed: a started upload is never abandoned
+        raise RegistryError(
+            503, "busy", f"{UPLOAD_THREADS} uploads are being checked already", hint="try again in a minute"
+        )
+    try:
+        return await anyio.to_thread.run_sync(_accept, state.engine, data, actor, state.blobs)
+    finally:
+        limiter.release()
+
+
 async def submit(request: Request) -> Response:
     with request.app.state.engine.connect() as conn:
         actor = _uploader(request, actor_of(request, conn))  # early, before reading a body of up to 16 MiB
     data = await _body(request)
-    with request.app.state.engine.begin() as conn:
-        out = reports.submit_report(conn, data, actor=actor, store=request.app.state.blobs)
+    out = await _off_loop(request, data, actor)
     out["url"] = f"/recipes/{out['slug']}"
     out["report_url"] = f"/reports/{out['id']}"
     return json_response(out, status=201, cacheable=False)
