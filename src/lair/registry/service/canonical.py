@@ -18,14 +18,67 @@ from lair.recipe.digest import model_sha256
 __all__ = ["canonical", "model_sha256", "parse_recipe", "recipe_from_canonical", "revision_model"]
 
 
+MAX_DEPTH = 32
+"""Nesting of a recipe's tables, arrays and dotted keys (a real recipe is 4 deep); deeper text is
+refused before the TOML parser, which recurses once per level."""
+MAX_PLACEHOLDERS = 100
+
+
+def _refused(name: str, line: int, col: int, path: str, message: str) -> RegistryError:
+    from lair.errors import Issue
+
+    issue = Issue(name, line, col, path, message)
+    return RegistryError(422, "invalid_recipe", issue.render(), errors=[issue])
+
+
+def _too_deep(text: str) -> tuple[int, int] | None:
+    """(line, column) where the text nests deeper than ``MAX_DEPTH`` (brackets, braces and the dots
+    of dotted keys, outside strings and comments), or None."""
+    depth, dots, line, start, i, quote = 0, 0, 1, 0, 0, ""
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if text.startswith(quote, i) and (quote[0] == "'" or text[i - 1] != "\\" or text[i - 2] == "\\"):
+                i, quote = i + len(quote), ""
+                continue
+        elif c in "\"'":
+            quote = c * 3 if text.startswith(c * 3, i) else c
+            i += len(quote)
+            continue
+        elif c == "#":
+            i = text.find("\n", i) % (len(text) + 1)  # to the line's end (or the text's: -1)
+            continue
+        elif c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth -= 1
+        elif c == "." and not (text[i - 1 : i].isdigit() and text[i + 1 : i + 2].isdigit()):
+            dots += 1
+        if c == "\n":
+            line, start, dots = line + 1, i + 1, 0
+        elif depth + dots > MAX_DEPTH:
+            return line, i - start + 1
+        i += 1
+    return None
+
+
 def parse_recipe(text: str, name: str = "recipe.toml", fmt: str = "toml") -> Recipe:
-    """A recipe checked by lair's recipe core; its located errors become a 422."""
+    """A recipe checked by lair's recipe core; its located errors become a 422 (so does a recipe
+    nested deeper than ``MAX_DEPTH`` or with more than ``MAX_PLACEHOLDERS`` placeholders)."""
     from lair.errors import RecipeError
 
+    if (at := _too_deep(text)) is not None:
+        raise _refused(name, *at, "", f"nested deeper than {MAX_DEPTH} levels")
     try:
-        return load_text(text, name, fmt)
+        recipe = load_text(text, name, fmt)
     except RecipeError as exc:
         raise RegistryError(422, "invalid_recipe", exc.message, errors=exc.issues) from None
+    except RecursionError:  # a nesting the scan does not see (YAML flow collections)
+        raise _refused(name, 1, 1, "", f"nested deeper than {MAX_DEPTH} levels") from None
+    if len(recipe.placeholders) > MAX_PLACEHOLDERS:
+        count = len(recipe.placeholders)
+        raise _refused(name, 1, 1, "placeholders", f"{count} placeholders (at most {MAX_PLACEHOLDERS})")
+    return recipe
 
 
 def canonical(recipe: Recipe) -> tuple[str, str]:

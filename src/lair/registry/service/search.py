@@ -200,20 +200,35 @@ def _encode_cursor(p: SearchParams, value: Any, rid: int) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+_MAX_KEY = 2**53
+"""Bound of a cursor's sort key and id: what this registry's votes, speeds and ids can be (a
+database integer holds no more than 2**63, and 1e308 or 10**30 must be a 422, never an overflow)."""
+
+
+def _id(rid: Any) -> bool:
+    return type(rid) is int and 0 <= rid <= _MAX_KEY
+
+
+def _key(value: Any, kind: type) -> bool:
+    """A sort key of ``kind`` (an int for votes; a float or an int for speeds), finite and bounded."""
+    ok = type(value) is int or (kind is float and type(value) is float)
+    return ok and -_MAX_KEY <= value <= _MAX_KEY
+
+
 def _decode_cursor(p: SearchParams) -> tuple[Any, int] | None:
     if not p.cursor:
         return None
     try:
         raw = base64.urlsafe_b64decode(p.cursor + "=" * (-len(p.cursor) % 4))
         sort, context, verified, value, rid = json.loads(raw)
-        if (sort, context, verified) != (p.sort, p.context, p.verified) or not isinstance(rid, int):
+        if (sort, context, verified) != (p.sort, p.context, p.verified) or not _id(rid):
             raise ValueError("cursor of another query")
         if sort == "updated":
-            value = utc(datetime.fromisoformat(value))
-        elif not isinstance(value, int | float):
+            value = utc(datetime.fromisoformat(value[:64]))
+        elif not _key(value, int if sort == "votes" else float):
             raise ValueError("bad value")
         return value, rid
-    except (ValueError, TypeError, json.JSONDecodeError):
+    except (ValueError, TypeError, OverflowError, RecursionError):
         raise _bad("cursor", "not a cursor this query returned") from None
 
 
