@@ -77,7 +77,7 @@ def check_value(kind: str, value: str) -> str | None:
             ipaddress.ip_address(value)
             return None
         except ValueError:
-            return None if _HOST_RE.match(value) else f"not a host name or address: {value!r}"
+            return None if _HOST_RE.fullmatch(value) else f"not a host name or address: {value!r}"
     if kind == "secret":
         return None if value else "a secret may not be empty"
     return None

@@ -17,7 +17,7 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from lair.errors import RegistryError
+from lair.errors import Issue, RegistryError
 from lair.registry.db.schema import ApiToken, Session
 from lair.registry.service.publish import USERS, bump_version, now
 
@@ -38,7 +38,8 @@ __all__ = [
 SESSIONS = cast(sa.Table, Session.__table__)
 TOKENS = cast(sa.Table, ApiToken.__table__)
 SCOPES = ("read", "publish")
-NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
+NAME_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?")
+"""A user name, matched whole (``fullmatch``)."""
 SESSION_DAYS = 14
 MIN_PASSWORD = 10
 
@@ -66,8 +67,10 @@ def _digest(token: str) -> str:
 
 
 def create_user(conn: Connection, name: str, password: str | None = None, *, admin: bool = False) -> int:
-    if not NAME_RE.match(name):
-        raise RegistryError(422, "invalid", "a user name is 1-40 lowercase letters, digits and inner hyphens")
+    if not NAME_RE.fullmatch(name):  # fullmatch: ``$`` alone would let "admin\n" through
+        why = "a user name is 1-40 lowercase letters, digits and inner hyphens"
+        field = Issue("body", 1, 1, "name", why, code="invalid")
+        raise RegistryError(422, "invalid", f"name: {why}", errors=[field])
     if password is not None and len(password) < MIN_PASSWORD:
         raise RegistryError(422, "invalid", f"a password has at least {MIN_PASSWORD} characters")
     if conn.execute(sa.select(USERS.c.id).where(USERS.c.name == name)).first():

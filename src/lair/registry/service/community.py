@@ -34,7 +34,7 @@ from lair.registry.service.publish import (
     publish,
     visible,
 )
-from lair.registry.service.secrets import refuse_secrets
+from lair.registry.service.secrets import refuse_issues, refuse_secrets, scan, scan_recipe
 from lair.registry.service.speeds import refresh_for_user, refresh_speeds
 
 __all__ = [
@@ -86,12 +86,14 @@ def _checked(text: str, notes: str) -> Recipe:
         raise RegistryError(413, "too_large", f"a recipe is at most {MAX_RECIPE_BYTES // 1024} KiB")
     if len(notes) > MAX_NOTES:
         raise RegistryError(413, "too_large", f"revision notes are at most {MAX_NOTES} characters")
+    # before the recipe checks, whose located errors may quote a value: raw text, parsed values
+    # (escapes, continuations), placeholder defaults
+    refuse_issues(scan_recipe(text) + scan(notes, "notes"))
     recipe = parse_recipe(text)
     leaks = _secrets_in(text, recipe)
     if leaks:
         hint = 'use a secret placeholder: {API_KEY} with [placeholders.API_KEY] type = "secret"'
         raise RegistryError(422, "secret", "the recipe contains a secret: " + "; ".join(leaks), hint=hint)
-    refuse_secrets(**{"recipe.toml": text, "notes": notes})
     return recipe
 
 
@@ -119,7 +121,7 @@ def fork(conn: Connection, actor: Actor | None, slug: str) -> Published:
             REVISIONS.c.recipe_id == row.id, REVISIONS.c.number == row.latest_revision
         )
     ).scalar_one()
-    refuse_secrets(**{"recipe.toml": toml})  # a revision published before a token format was known
+    refuse_issues(scan_recipe(toml))  # a revision published before a token format was known
     base = f"{slug}-{who.name}"[:190]
     new, n = base, 1
     while conn.execute(sa.select(RECIPES.c.id).where(RECIPES.c.slug == new)).first():

@@ -56,7 +56,7 @@ def user_name_for(conn: Connection, login: str, fallback: str) -> str:
         tail = f"-{n}"
         name = base[: MAX_NAME - len(tail)].rstrip("-") + tail
         if name not in taken:
-            assert NAME_RE.match(name), name
+            assert NAME_RE.fullmatch(name), name
             return name
         n += 1
 

@@ -1,22 +1,25 @@
 """Accepting run reports: unpack, verify, store the raw files, record the verified speed rows.
 
-``submit_report`` refuses before anything is written (archive, verification: 413/422 with every
-reason; the same raw timings uploaded again: 409). An accepted report gets a row in ``reports``, its
-raw files in the blob store under ``reports/<id>/``, one ``verified`` measurement per cell and one
-quality row per evaluated suite (verified or reported-by-report, :mod:`.rescore`), tied to the
-revision the report names; the recipe's speed facets (:mod:`.speeds`) are recomputed for the
-filters and sorts.
+``submit_report`` refuses before anything is written (archive, a secret in a file the checks cover,
+verification: 413/422 with every reason; the same raw timings uploaded again: 409). An accepted
+report gets a row in ``reports``, its raw files in the blob store under ``reports/<id>/`` (engine logs
+with their tokens redacted, :func:`~.secrets.screen_report`; no row without its blobs, no blob without
+its row), one ``verified`` measurement per cell and one quality row per evaluated suite (verified or
+reported-by-report, :mod:`.rescore`), tied to the revision the report names; the recipe's speed
+facets (:mod:`.speeds`) are recomputed for the filters and sorts.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import secrets
+from collections.abc import Callable
 from typing import Any, cast
 
 import sqlalchemy as sa
-from sqlalchemy import Connection
+from sqlalchemy import Connection, event
 from sqlalchemy.exc import IntegrityError
 
 from lair.errors import RegistryError
@@ -34,6 +37,7 @@ from lair.registry.service.publish import (
     now,
     visible,
 )
+from lair.registry.service.secrets import redact_log, screen_report
 from lair.registry.service.speeds import refresh_speeds
 from lair.registry.service.verify import Found, Verified, verify_report
 
@@ -48,6 +52,7 @@ __all__ = [
 ]
 
 REPORTS = cast(sa.Table, Report.__table__)
+log = logging.getLogger(__name__)
 
 _KEPT = re.compile(
     r"^(results\.json|requests\.jsonl|fingerprint\.json|report\.md|eval_samples\.jsonl|[\w.-]+\.recipe\.toml"
@@ -108,11 +113,56 @@ def _record(
     bump_version(conn)
 
 
+def _store(
+    conn: Connection, store: BlobStore, report_id: str, kept: dict[str, bytes], record: Callable[[], None]
+) -> None:
+    """Write the blobs, then the rows. Whatever fails (a full disk, the database gone, the same
+    report committed through another process at the same moment), the blobs written so far are
+    deleted and the rows go with the transaction, so no row is left without its blobs nor a blob
+    without its row; that holds for a failure of the caller's commit too (:func:`_undo_on_rollback`)."""
+    armed = _undo_on_rollback(conn, store, report_id)
+    try:
+        for name, data in kept.items():
+            store.put(f"reports/{report_id}/{name}", data)
+        record()
+    except BaseException as exc:
+        armed.clear()
+        _discard(store, report_id)
+        if isinstance(exc, IntegrityError):
+            why = "duplicate: uploaded already"
+            raise RegistryError(409, "duplicate", "this report was uploaded already", reasons=[why]) from None
+        raise
+
+
+def _undo_on_rollback(conn: Connection, store: BlobStore, report_id: str) -> set[bool]:
+    """Delete the report's blobs if this transaction rolls back (the caller's commit failed, or the
+    caller raised after ``submit_report`` returned). The next transaction on ``conn`` disarms it: the
+    commit went through. Returns the flag (non-empty: armed)."""
+    armed = {True}
+
+    def rolled_back(_conn: Connection) -> None:
+        if armed:
+            armed.clear()
+            _discard(store, report_id)
+
+    event.listen(conn, "rollback", rolled_back)
+    event.listen(conn, "begin", lambda _conn: armed.clear())
+    return armed
+
+
+def _discard(store: BlobStore, report_id: str) -> None:
+    try:
+        store.delete_prefix(f"reports/{report_id}")
+    except Exception:  # the store is down too: the blobs stay orphaned; the first error is the one to report
+        log.warning("could not delete the blobs of report %s after a failed upload", report_id)
+
+
 def submit_report(conn: Connection, data: bytes, *, actor: Actor | None, store: BlobStore) -> dict[str, Any]:
     """Verify and store one report (``data``: the report folder as ``.tar.gz``) for ``actor``, who must be
     signed in with the publish scope; commit is the caller's."""
     user_id = need(actor, "publish").id
     files = unpack(data)
+    kept = screen_report({n: files[n] for n in sorted(files) if _KEPT.fullmatch(n)})  # logs redacted
     ids: dict[str, tuple[int, int]] = {}
 
     def find(sha: str) -> Found | None:
@@ -126,16 +176,7 @@ def submit_report(conn: Connection, data: bytes, *, actor: Actor | None, store: 
     if (dup := _duplicate(conn, v.digest)) is not None:
         raise dup
     report_id = secrets.token_hex(8)
-    kept = sorted(n for n in files if _KEPT.fullmatch(n))
-    for name in kept:
-        store.put(f"reports/{report_id}/{name}", files[name])
-    try:
-        _record(conn, v, ids["ids"], report_id, user_id, kept)
-    except IntegrityError:  # the same report, uploaded at the same moment through another process
-        store.delete_prefix(f"reports/{report_id}")
-        raise RegistryError(
-            409, "duplicate", "this report was uploaded already", reasons=["duplicate: uploaded already"]
-        ) from None
+    _store(conn, store, report_id, kept, lambda: _record(conn, v, ids["ids"], report_id, user_id, list(kept)))
     out = {"ok": True, "id": report_id, "slug": v.found.slug, "revision": v.found.revision, "rows": v.rows}
     return out | {"quality": v.quality}
 
@@ -158,10 +199,12 @@ def get_report(conn: Connection, report_id: str) -> dict[str, Any]:
 
 
 def read_report_file(conn: Connection, store: BlobStore, report_id: str, name: str) -> bytes:
-    """One raw file of a stored report (only the files it lists)."""
+    """One raw file of a stored report (only the files it lists); a log is redacted again, for
+    reports stored before a token format was known."""
     if name not in get_report(conn, report_id)["files"]:
         raise RegistryError(404, "not_found", f"report {report_id} has no file {name!r}")
-    return store.get(f"reports/{report_id}/{name}")
+    data = store.get(f"reports/{report_id}/{name}")
+    return redact_log(data) if name.startswith("logs/") else data
 
 
 def report_gpus(conn: Connection, ids: set[str]) -> dict[str, tuple[str, int] | None]:

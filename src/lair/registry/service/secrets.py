@@ -1,19 +1,48 @@
-"""Refuse secrets in the free text users publish: recipe TOML, revision notes, retraction reasons.
+"""Keep secrets out of what the registry stores and serves: recipes, free text and run reports.
 
 Known token formats come from detect-secrets' regex plugins (AWS, GitHub, GitLab, Slack, Stripe, JWT,
 private keys, ...), plus lair's own patterns for formats it lacks (Hugging Face, bare ``sk-`` keys,
-lair's API tokens, GitHub fine-grained PATs). The plugins' ``analyze_string`` is called directly:
-detect-secrets' ``scan_line`` rewrites its process-wide settings on every call, which is not safe
-under a threaded server. Keyword and entropy plugins are left out: recipes hold digests and
-``API_KEY = "{API_KEY}"`` placeholders that they would flag.
+lair's API tokens, GitHub fine-grained PATs). The plugins' patterns are run here directly over the
+whole text (one C-level pass per pattern, so a 10 MB log takes well under a second): detect-secrets'
+``scan_line`` rewrites its process-wide settings on every call, which is not safe under a threaded
+server, and its ``analyze_string`` yields a pattern's first group (only ``ghp`` of a GitHub token),
+which cannot locate or redact the whole token. Keyword and entropy plugins are left out of recipes:
+they hold digests and ``API_KEY = "{API_KEY}"`` placeholders that those would flag.
+
+Recipes (:func:`scan_recipe`) are scanned three ways, and refused (422 ``secret``) on any finding:
+
+- the raw text, as written (``recipe.toml:LINE:COL``);
+- every key and string value of the parsed tree, so a token hidden by a TOML escape
+  (``"\\u0067hp_..."``) or split by a line continuation in a multi-line string is found as the
+  canonical TOML, the page and the ``.toml`` export would show it (located by its field path and
+  the line and column of its value);
+- placeholder defaults: a placeholder with a plain default that stands for a secret (an env var
+  named like one, or the value after ``--api-key``) is a secret in plain text, whatever its format.
+
+Run reports (:func:`screen_report`) are screened before anything is stored, file by file:
+
+- **engine logs (``logs/*.log``) are redacted in place**: each token becomes
+  ``[REDACTED:<kind>]``. A log is megabytes of engine output the user did not write and cannot
+  easily scrub, it is not covered by the timings digest, and with the token gone it is still useful;
+  in logs lair also redacts ``Bearer <credential>`` and ``<NAME>_TOKEN=<value>``-style assignments
+  of any format. Logs are redacted again when served (reports stored before a format was known).
+- **every other file is refused** (results.json, requests.jsonl, fingerprint.json,
+  eval_samples.jsonl, report.md, the recipe as run), naming the file, line, column and kind: the
+  timings digest and the re-scored evaluation are computed over these files, so the registry may not
+  edit them, and they are small documents the user can fix and upload again. JSON escapes are
+  resolved as TOML escapes are.
 
 A finding names the field, line, column and token kind, never the secret itself.
 """
 
 from __future__ import annotations
 
+import bisect
+import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from detect_secrets.plugins.aws import AWSKeyDetector
 from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
@@ -35,9 +64,20 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
-from lair.errors import Issue, RegistryError
+from lair.errors import Issue, RecipeError, RegistryError
+from lair.recipe import is_secret_name
+from lair.recipe.placeholders import find_refs
+from lair.recipe.source import Key, Locator, read_text
 
-__all__ = ["redact", "refuse_secrets", "scan"]
+__all__ = [
+    "redact",
+    "redact_log",
+    "refuse_issues",
+    "refuse_secrets",
+    "scan",
+    "scan_recipe",
+    "screen_report",
+]
 
 PLUGINS: tuple[RegexBasedDetector, ...] = tuple(
     cls()
@@ -69,46 +109,320 @@ OWN: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("API key (sk-...)", re.compile(r"sk-[A-Za-z0-9_-]{20,}")),
     ("lair API token", re.compile(r"lair_[A-Za-z0-9_-]{40,}")),
 )
+# in logs only: credentials of any format, by what stands before them (a recipe has placeholders there)
+_WORDS = ("TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS")
+_SECRET_WORD = "(?:" + "|".join(v for w in _WORDS for v in (w, w.title(), w.lower())) + ")"
+"""The last word of a secret's name in its usual cases (case-sensitive: a literal set scans faster)."""
+LOG_ONLY: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("Bearer credential", re.compile(r"\b[Bb]earer\s+([A-Za-z0-9._~+/=-]{16,})")),
+    (
+        "secret assignment",  # HF_TOKEN=..., "api_key": "...": a value with letters and digits
+        re.compile(
+            rf"(?<![A-Za-z0-9]){_SECRET_WORD}\b\s*[\"']?\s*[=:]\s*[\"']?"
+            r"((?=[^\s\"',;]*\d)(?=[^\s\"',;]*[A-Za-z])[A-Za-z0-9][^\s\"',;)}\]]{11,})"
+        ),
+    ),
+)
+SECRET_ARGS = ("--api-key", "--hf-token", "--token")
+"""Flags whose value is a secret (as the recipe checker's plain-text lint)."""
+HINT = 'use a secret placeholder: {API_KEY} with [placeholders.API_KEY] type = "secret"'
 
 
-def _values(line: str) -> Iterator[tuple[str, str]]:
-    """(token, kind) of each token in one line."""
-    for plugin in PLUGINS:
-        for value in plugin.analyze_string(line):
-            yield value, str(plugin.secret_type)
-    for kind, pattern in OWN:
-        for m in pattern.finditer(line):
-            yield m.group(), kind
+@dataclass(frozen=True)
+class _Rule:
+    kind: str
+    pattern: re.Pattern[str]
+    valid: Callable[[str], bool] | None = None
 
 
-def _found(line: str) -> Iterator[tuple[int, str]]:
-    """(column, kind) of each token in one line."""
-    for value, kind in _values(line):
-        yield line.find(value) + 1, kind
+def _plugin_rules(plugin: RegexBasedDetector) -> Iterator[_Rule]:
+    valid = JwtTokenDetector.is_formally_valid if isinstance(plugin, JwtTokenDetector) else None
+    for pattern in plugin.denylist:
+        yield _Rule(str(plugin.secret_type), pattern, valid)
+
+
+RULES: tuple[_Rule, ...] = tuple(r for p in PLUGINS for r in _plugin_rules(p)) + tuple(
+    _Rule(kind, pattern) for kind, pattern in OWN
+)
+LOG_RULES: tuple[_Rule, ...] = RULES + tuple(_Rule(kind, pattern) for kind, pattern in LOG_ONLY)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One token in a text: its kind, where it is (the secret value's start: the column shown) and
+    the span a redaction replaces. ``token`` is kept to compare findings, never to show."""
+
+    kind: str
+    at: int
+    span: tuple[int, int]
+    token: str
+
+
+def _hit(rule: _Rule, m: re.Match[str]) -> Hit:
+    # a pattern's group is the secret when it is a value (a password, an AWS key), not a prefix (ghp)
+    group = m.re.groups and m.group(1) is not None and len(m.group(1)) >= 8
+    start, end = m.span(1) if group else m.span()
+    return Hit(rule.kind, start, (start, end), m.group())
+
+
+def hits(text: str, rules: tuple[_Rule, ...] = RULES) -> list[Hit]:
+    """Every token in ``text``, by position."""
+    found = [
+        _hit(rule, m)
+        for rule in rules
+        for m in rule.pattern.finditer(text)
+        if rule.valid is None or rule.valid(m.group())
+    ]
+    return sorted(found, key=lambda h: (h.at, h.kind))
+
+
+class _Lines:
+    """Offsets -> 1-based (line, column), lines split on ``\\n`` as TOML and JSON Lines count them."""
+
+    def __init__(self, text: str) -> None:
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def at(self, offset: int) -> tuple[int, int]:
+        n = bisect.bisect_right(self.starts, offset) - 1
+        return n + 1, offset - self.starts[n] + 1
+
+
+def _issue(file: str, line: int, col: int, path: str, kind: str, how: str = "") -> Issue:
+    return Issue(file, line, col, path, f"a {kind} is written here{how}", hint=HINT, code="secret")
+
+
+def scan(text: str, field: str) -> list[Issue]:
+    """Every known token format in the raw ``text``, located as ``field:line:col``."""
+    found = hits(text)
+    if not found:
+        return []
+    lines = _Lines(text)
+    located = {(*lines.at(h.at), h.kind) for h in found}
+    return [_issue(field, n, col, field, kind) for n, col, kind in sorted(located)]
+
+
+def _replace(text: str, found: list[Hit], mark: Callable[[str], str]) -> str:
+    """``text`` with each hit's span (overlapping spans merged) replaced by ``mark(kind)``."""
+    out, pos, i = [], 0, 0
+    spans = sorted(found, key=lambda h: (h.span[0], -h.span[1]))
+    while i < len(spans):
+        start, end, kind = spans[i].span[0], spans[i].span[1], spans[i].kind
+        i += 1
+        while i < len(spans) and spans[i].span[0] < end:
+            end = max(end, spans[i].span[1])
+            i += 1
+        if start < pos:  # inside what was already replaced
+            start = pos
+        out += [text[pos:start], mark(kind)]
+        pos = max(pos, end)
+    return "".join([*out, text[pos:]])
 
 
 def redact(text: str) -> str:
     """``text`` with every known token replaced, for a form shown again after a refusal."""
-    lines = text.split("\n")
-    for i, line in enumerate(lines):
-        for value, _ in sorted(_values(line), key=lambda v: -len(v[0])):
-            lines[i] = lines[i].replace(value, "[secret removed]")
-    return "\n".join(lines)
+    return _replace(text, hits(text), lambda _: "[secret removed]")
 
 
-def scan(text: str, field: str) -> list[Issue]:
-    """Every known token format in ``text``, located as ``field:line:col``."""
-    issues = {(n, col, kind) for n, line in enumerate(text.splitlines(), 1) for col, kind in _found(line)}
-    return [
-        Issue(field, n, col, field, f"a {kind} is written here", code="secret")
-        for n, col, kind in sorted(issues)
-    ]
+def redact_log(data: bytes) -> bytes:
+    """A log's bytes with every token (and log-only credential) replaced by ``[REDACTED:<kind>]``;
+    bytes that are not UTF-8 pass through unchanged."""
+    text = data.decode("utf-8", "surrogateescape")
+    found = hits(text, LOG_RULES)
+    if not found:
+        return data
+    return _replace(text, found, lambda kind: f"[REDACTED:{kind}]").encode("utf-8", "surrogateescape")
+
+
+# ---------------------------------------------------------------------------------------------
+# parsed documents: every key and string value, as the reader sees it once escapes are resolved
+
+
+def _strings(data: Any) -> Iterator[tuple[Key, bool, str]]:
+    """(key path, is it the key itself, text) of every key and string in a parsed document,
+    depth-first without recursion (a deeply nested document cannot overflow the stack)."""
+    stack: list[tuple[Key, Any]] = [((), data)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, str):
+            yield path, False, node
+        elif isinstance(node, dict):
+            for k, v in reversed(list(node.items())):
+                yield (*path, str(k)), True, str(k)
+                stack.append(((*path, str(k)), v))
+        elif isinstance(node, list):
+            stack += [((*path, i), v) for i, v in reversed(list(enumerate(node)))]
+
+
+def dotted(path: Key) -> str:
+    """``path`` as ``a.b[2].c``, any token in a key replaced (a key may be the secret itself)."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (("." if out else "") + redact(p))
+    return out
+
+
+def _escaped(
+    data: Any, raw: str, where: Callable[[Key, bool], tuple[int, int]], name: str, fmt: str
+) -> list[Issue]:
+    """Tokens in the parsed tree that the raw text does not show as written (escapes, continuations)."""
+    issues = []
+    for path, is_key, s in _strings(data):
+        for h in hits(s):
+            if h.token in raw:  # written out: the raw scan located it
+                continue
+            line, col = where(path, is_key)
+            how = f" once its {fmt} escapes and line continuations are read"
+            issues.append(_issue(name, line, col, dotted(path), h.kind, how))
+    return issues
+
+
+def _locate(locator: Locator) -> Callable[[Key, bool], tuple[int, int]]:
+    def where(path: Key, is_key: bool) -> tuple[int, int]:
+        pos = locator.find(path, prefer_value=not is_key)
+        return pos.line, pos.col
+
+    return where
+
+
+def _uses(data: dict[str, Any]) -> dict[str, str]:
+    """Placeholder name -> the launch field where it stands for a secret."""
+    out: dict[str, str] = {}
+    env = data.get("env")
+    for k, v in env.items() if isinstance(env, dict) else ():
+        if is_secret_name(str(k)) and isinstance(v, str):
+            for ref in find_refs(v):
+                out.setdefault(ref, dotted(("env", str(k))))
+    for name in ("args", "entrypoint"):
+        items = data.get(name)
+        items = [a for a in items if isinstance(a, str)] if isinstance(items, list) else []
+        for i, a in enumerate(items):
+            after = i > 0 and items[i - 1] in SECRET_ARGS
+            if after or a.startswith(tuple(f"{s}=" for s in SECRET_ARGS)):
+                for ref in find_refs(a):
+                    out.setdefault(ref, f"{name}[{i}]")
+    return out
+
+
+def _defaults(data: dict[str, Any], locator: Locator, name: str) -> list[Issue]:
+    """A non-secret placeholder whose plain default is what a secret field receives."""
+    declared = data.get("placeholders")
+    if not isinstance(declared, dict):
+        return []
+    issues = []
+    for ph, where in sorted(_uses(data).items()):
+        decl = declared.get(ph)
+        if not isinstance(decl, dict) or decl.get("default") in (None, "") or decl.get("type") == "secret":
+            continue
+        path: Key = ("placeholders", ph, "default")
+        pos = locator.find(path, prefer_value=True)
+        message = f"{where} is a secret, and this default fills it in plain text"
+        hint = f'declare [{dotted(path[:2])}] type = "secret" with no default; its value comes from the rig'
+        issues.append(Issue(name, pos.line, pos.col, dotted(path), message, hint=hint, code="secret"))
+    return issues
+
+
+def _parsed(text: str, name: str, fmt: str, taken: set[int]) -> list[Issue]:
+    """What only the parsed recipe shows (escapes, continuations, placeholder defaults); a default
+    on a line ``taken`` by a token finding is not named twice."""
+    try:
+        src = read_text(text, name, fmt)
+    except RecipeError:  # not a recipe: the raw scan is all there is (the parser refuses it anyway)
+        return []
+    issues = _escaped(src.data, text, _locate(src.locator), name, fmt.upper())
+    taken = taken | {i.line for i in issues}
+    return issues + [i for i in _defaults(src.data, src.locator, name) if i.line not in taken]
+
+
+def scan_recipe(text: str, name: str = "recipe.toml", fmt: str = "toml") -> list[Issue]:
+    """Every token in a recipe: in its raw text, in its parsed keys and values (escapes and
+    continuations resolved), and placeholder defaults that fill a secret field."""
+    issues = scan(text, name)
+    return issues + _parsed(text, name, fmt, {i.line for i in issues})
+
+
+def refuse_issues(issues: list[Issue], what: str = "a secret was found") -> None:
+    """Raise 422 ``secret`` naming each field and line of ``issues`` (if any)."""
+    if not issues:
+        return
+    where = "; ".join(
+        f"{i.file}:{i.line}:{i.col}: " + (f"{i.path}: " if i.path != i.file else "") + i.message
+        for i in issues
+    )
+    raise RegistryError(422, "secret", f"{what}: {where}", hint=HINT, errors=issues)
 
 
 def refuse_secrets(**fields: str) -> None:
     """Raise 422 ``secret`` naming each field and line that holds a token."""
-    issues = [i for name, text in fields.items() for i in scan(text, name)]
+    refuse_issues([i for name, text in fields.items() for i in scan(text, name)])
+
+
+# ---------------------------------------------------------------------------------------------
+# run reports
+
+
+def _at(line: int) -> Callable[[Key, bool], tuple[int, int]]:
+    return lambda _path, _is_key: (line, 1)
+
+
+def _json_lines(name: str, text: str) -> list[Issue]:
+    issues = []
+    for n, line in enumerate(text.split("\n"), 1):
+        if "\\" not in line:  # no escape: the raw scan saw it all
+            continue
+        try:
+            doc = json.loads(line)
+        except (ValueError, RecursionError):  # the report checks refuse it
+            continue
+        issues += _escaped(doc, line, _at(n), name, "JSON")
+    return issues
+
+
+LOCATE_MAX = 256 << 10
+"""Largest JSON document located key by key (PyYAML's marks); a larger one names the field path."""
+
+
+def _json(name: str, text: str) -> list[Issue]:
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    where = _at(1)
+    if len(text) <= LOCATE_MAX and any(hits(s) for _, _, s in _strings(doc)):
+        try:
+            where = _locate(read_text(text, name, "json").locator)
+        except (RecipeError, RecursionError):
+            pass
+    return _escaped(doc, text, where, name, "JSON")
+
+
+def _document(name: str, data: bytes) -> list[Issue]:
+    """The findings in one report file that is kept as it was uploaded."""
+    text = data.decode("utf-8", "replace")
+    issues = scan(text, name)
+    if name.endswith(".toml"):
+        issues += _parsed(text, name, "toml", {i.line for i in issues})
+    elif "\\" in text and name.endswith(".jsonl"):
+        issues += _json_lines(name, text)
+    elif "\\" in text and name.endswith(".json"):
+        issues += _json(name, text)
+    return issues
+
+
+def screen_report(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The report files to store: logs redacted; a token in any other file refuses the whole report
+    (422 ``secret``, every file, line, column and kind in ``reasons``), before anything is stored."""
+    out: dict[str, bytes] = {}
+    issues: list[Issue] = []
+    for name, data in files.items():
+        if name.startswith("logs/"):
+            out[name] = redact_log(data)
+        else:
+            issues += _document(name, data)
+            out[name] = data
     if issues:
-        where = "; ".join(f"{i.file}:{i.line}:{i.col}: {i.message}" for i in issues)
-        hint = 'use a secret placeholder: {API_KEY} with [placeholders.API_KEY] type = "secret"'
-        raise RegistryError(422, "secret", f"a secret was found: {where}", hint=hint, errors=issues)
+        reasons = [f"{i.file}:{i.line}:{i.col}: {i.message}" for i in issues]
+        hint = "remove it and upload again: the registry does not edit the files its checks cover"
+        raise RegistryError(
+            422, "secret", "report refused: " + "; ".join(reasons), hint=hint, errors=issues, reasons=reasons
+        )
+    return out
