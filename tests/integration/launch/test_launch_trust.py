@@ -45,6 +45,6 @@ def test_url_recipe_needs_acceptance_of_its_hooks_and_mounts(served: str, lair_h
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["run"]["trusted"] is False
     assert "before_serve: sh -c echo from-the-internet" in ok.stderr
-    accepted = [json.loads(p.read_text()) for p in (lair_home / "state" / "trust").glob("*.json")]
+    accepted = [json.loads(p.read_text()) for p in (lair_home / "state" / "trust").glob("by-source/*/*.json")]
     assert [a["source"] for a in accepted].count(served) == 1
     assert lair("plan", served).returncode == 0  # remembered
