@@ -259,3 +259,40 @@ def test_secret_values_never_reach_the_trust_store_yet_their_changes_ask_again(
         ]
     )
     assert all("secret" not in d and "another-value" not in d for d in diff)
+
+
+FORGED = GOOD.replace(
+    "[env]",
+    '[meta.source]\nregistry = "https://lair.example"\nslug = "good"\nrevision = 1\nsha256 = "'
+    + "0" * 64
+    + '"\n[env]',
+)
+
+
+def test_a_stamp_a_url_brings_is_replaced_by_the_url_itself(
+    site: tuple[Path, str], capsys: pytest.CaptureFixture[str], _isolated_home: Path
+) -> None:
+    import tomllib
+
+    root, base = site
+    (root / "forged.toml").write_text(FORGED)  # claims to be a registry revision the user may trust
+    url = f"{base}/forged.toml"
+    rc, doc, _ = _plan(capsys, url)
+    assert rc == 1 and f"this recipe from {url} is not trusted" in str(_error(doc)["message"])
+    assert "lair.example" not in str(_error(doc)["message"])
+    [fetched] = (_isolated_home / "state" / "fetched").glob("*.toml")
+    stamp = tomllib.loads(fetched.read_text())["meta"]["source"]
+    assert stamp["url"] == url and "registry" not in stamp
+
+
+def test_a_local_file_with_a_broken_stamp_is_untrusted_and_its_error_located(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lair.launch.trust_store import provenance
+
+    f = tmp_path / "r.toml"
+    f.write_text(GOOD + '[meta.source]\nslug = "x"\nsha256 = "nothex"\n')
+    assert provenance(f) == "an unreadable [meta.source] stamp"
+    assert main(["plan", str(f)]) == 1
+    err = capsys.readouterr().err
+    assert f"{f}:8:10: meta.source.sha256: " in err and "Traceback" not in err
