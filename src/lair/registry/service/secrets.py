@@ -340,14 +340,15 @@ def scan_recipe(text: str, name: str = "recipe.toml", fmt: str = "toml") -> list
     return issues + _parsed(text, name, fmt, {i.line for i in issues})
 
 
+def _where(i: Issue) -> str:
+    return f"{i.file}:{i.line}:{i.col}: " + (f"{i.path}: " if i.path != i.file else "") + i.message
+
+
 def refuse_issues(issues: list[Issue], what: str = "a secret was found") -> None:
     """Raise 422 ``secret`` naming each field and line of ``issues`` (if any)."""
     if not issues:
         return
-    where = "; ".join(
-        f"{i.file}:{i.line}:{i.col}: " + (f"{i.path}: " if i.path != i.file else "") + i.message
-        for i in issues
-    )
+    where = "; ".join(_where(i) for i in issues)
     raise RegistryError(422, "secret", f"{what}: {where}", hint=HINT, errors=issues)
 
 
@@ -420,7 +421,7 @@ def screen_report(files: Mapping[str, bytes]) -> dict[str, bytes]:
             issues += _document(name, data)
             out[name] = data
     if issues:
-        reasons = [f"{i.file}:{i.line}:{i.col}: {i.message}" for i in issues]
+        reasons = [_where(i) for i in issues]
         hint = "remove it and upload again: the registry does not edit the files its checks cover"
         raise RegistryError(
             422, "secret", "report refused: " + "; ".join(reasons), hint=hint, errors=issues, reasons=reasons
