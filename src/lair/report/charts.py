@@ -1,24 +1,72 @@
-"""Inline SVG charts of a run report: a metric against context, one series per concurrency.
+"""Speed charts as inline SVG, drawn by matplotlib's SVG backend: the run report's charts and the
+registry's recipe page both go through :func:`render`.
 
-Every chart has a y axis from zero with round ticks and the unit in its title, an x axis with a tick
-at each measured context, and a legend naming each series ("1 stream", "4 streams"). A run with a
-single context is drawn as bars with their values written on them (a line through one point says
-nothing). A metric no cell has is not drawn at all.
+    svg = render(Chart("decode by context", "decode", "tok/s", (
+        Series(1, ((1024, 160.0), (8192, 140.0)), tier="verified"),
+        Series(1, ((1024, 150.0), (8192, 120.0)), tier="reported"),
+        Series(1, ((1024, 400.0), (8192, 380.0)), tier="roofline"),
+    ), roofline_label="roofline, 1x RTX 4090"))
+
+A chart is a metric against context on a log2 axis labelled 1K, 2K, ... 128K (every other power
+when they would crowd), a y axis from zero with round ticks and the unit in its title, one colour
+per concurrency, and a line style per tier: solid for measured and verified rows, dashed for rows
+as reported by the author, dotted for the roofline ceiling; the legend names each colour and style.
+A single context is drawn as bars (a line through one point says nothing).
+
+The SVG is made to be inlined in a page with a strict Content-Security-Policy: matplotlib's
+``style`` attributes become presentation attributes, its ``<style>``, metadata, comments and
+DOCTYPE are dropped, element ids are namespaced per chart, and only drawing elements are kept.
+Text stays ``<text>`` (``svg.fonttype`` none), escaped by the XML serializer, with math parsing
+off so a ``$`` in a label is a dollar sign. The output is deterministic (fixed hash salt, no
+dates), so cached pages do not churn. matplotlib is imported only when a chart is drawn.
 """
 
 from __future__ import annotations
 
-import html
+import hashlib
+import io
 import math
-from typing import Any
+import re
+import textwrap
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
-__all__ = ["bar_chart", "line_chart", "metric_chart", "nice_ticks"]
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
-_W, _H = 640, 320
-_LEFT, _RIGHT, _TOP, _BOTTOM = 72, 120, 36, 52
-_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+__all__ = ["Chart", "Series", "context_label", "context_ticks", "nice_ticks", "render", "value_label"]
 
-Series = dict[int, list[tuple[float, float]]]
+Tier = Literal["measured", "verified", "reported", "roofline"]
+
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+ROOFLINE_GREY = "#4b5563"
+_FONT = "DejaVu Sans, Verdana, Arial, sans-serif"
+_WIDTH_IN, _HEIGHT_IN = 5.2, 3.0  # 374 x 216 pt: readable at 390 px phones and 540 px on desktops
+_LEGEND_ROW_IN = 0.21
+_DASHES = {"measured": "-", "verified": "-", "reported": (0, (5, 3)), "roofline": (0, (1, 2))}
+_STYLE_NAMES = {"verified": "verified (solid)", "reported": "reported (dashed)"}
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line: a metric at each context of one concurrency and tier (``concurrency`` None: a line
+    shared by every concurrency, drawn in grey, e.g. a prefill ceiling)."""
+
+    concurrency: int | None
+    points: Sequence[tuple[float, float]]
+    tier: Tier = "measured"
+    label: str = ""  # the legend's name for this colour; default "N stream(s)"
+
+
+@dataclass(frozen=True)
+class Chart:
+    title: str
+    quantity: str  # the y axis title before the unit: "decode speed"
+    unit: str  # "tok/s", "ms"
+    series: Sequence[Series] = field(default_factory=tuple)
+    roofline_label: str = "roofline"
 
 
 def nice_ticks(top: float, count: int = 5) -> list[float]:
@@ -32,7 +80,8 @@ def nice_ticks(top: float, count: int = 5) -> list[float]:
     return [round(i * step, 10) for i in range(n + 1)]
 
 
-def _label(v: float) -> str:
+def value_label(v: float) -> str:
+    """A y tick or bar value: 0, 2.5, 150, 1.5k, 12k."""
     if v >= 10_000:
         return f"{v / 1000:,.0f}k"
     if v >= 1000:
@@ -40,111 +89,288 @@ def _label(v: float) -> str:
     return f"{v:,.0f}" if v >= 10 or v == int(v) else f"{v:,.1f}"
 
 
-def _text(x: float, y: float, s: str, anchor: str = "middle", size: int = 11, **attrs: str) -> str:
-    extra = "".join(f' {k.rstrip("_").replace("_", "-")}="{v}"' for k, v in attrs.items())
-    return (
-        f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}"{extra}>'
-        f"{html.escape(s)}</text>"
-    )
+def context_label(n: float) -> str:
+    """A context in binary units: 512, 1K, 128K, 1M (a non-power keeps its digits: 40,960)."""
+    for unit, size in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{int(n) // size}{unit}"
+    return f"{n:,.0f}"
 
 
-def _streams(c: int) -> str:
-    return f"{c} stream" + ("" if c == 1 else "s")
+def context_ticks(lo: float, hi: float, most: int = 8) -> tuple[list[int], list[int]]:
+    """(labelled, unlabelled) powers of two spanning ``lo``..``hi``: at most ``most`` labels, every
+    k-th power labelled when more would crowd, the rest left as unlabelled ticks."""
+    first, last = math.floor(math.log2(max(lo, 1))), math.ceil(math.log2(max(hi, 1)))
+    last = max(last, first + 1)
+    powers = list(range(first, last + 1))
+    step = math.ceil(len(powers) / most)
+    labelled = [1 << p for p in powers if (p - first) % step == 0]
+    return labelled, [1 << p for p in powers if (p - first) % step]
 
 
-def _frame(title: str, unit: str, ticks: list[float]) -> list[str]:
-    """The SVG head, title, y axis (ticks from 0, grid lines, unit) and the x axis line."""
-    plot_h = _H - _TOP - _BOTTOM
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" role="img" '
-        f'aria-label="{html.escape(title)}" font-family="sans-serif">',
-        _text(_W / 2, 20, f"{title} ({unit})", size=14, class_="title"),
-    ]
-    for t in ticks:
-        y = _TOP + plot_h - t / ticks[-1] * plot_h
-        parts.append(f'<line x1="{_LEFT}" y1="{y:.1f}" x2="{_W - _RIGHT}" y2="{y:.1f}" stroke="#e5e5e5"/>')
-        parts.append(_text(_LEFT - 6, y + 4, _label(t), "end", 10, class_="ytick"))
-    parts.append(
-        _text(16, _TOP + plot_h / 2, unit, size=11, transform=f"rotate(-90 16 {_TOP + plot_h / 2:.1f})")
-    )
-    parts.append(f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{_H - _BOTTOM}" stroke="#555"/>')
-    parts.append(
-        f'<line x1="{_LEFT}" y1="{_H - _BOTTOM}" x2="{_W - _RIGHT}" y2="{_H - _BOTTOM}" stroke="#555"/>'
-    )
-    return parts
+def _streams(c: int | None) -> str:
+    return "all streams" if c is None else f"{c} stream" + ("" if c == 1 else "s")
 
 
-def _legend(series: Series) -> list[str]:
-    parts = []
-    for i, conc in enumerate(series):
-        colour, y = _COLOURS[i % len(_COLOURS)], _TOP + 8 + 18 * i
-        parts.append(f'<rect x="{_W - _RIGHT + 12}" y="{y - 8}" width="12" height="12" fill="{colour}"/>')
-        parts.append(_text(_W - _RIGHT + 30, y + 2, _streams(conc), "start", class_="legend"))
-    return parts
+def _colours(chart: Chart) -> dict[int | None, str]:
+    concs = sorted({s.concurrency for s in chart.series if s.concurrency is not None})
+    return {c: COLOURS[i % len(COLOURS)] for i, c in enumerate(concs)} | {None: ROOFLINE_GREY}
 
 
-def _fy(v: float, top: float) -> float:
-    plot_h = _H - _TOP - _BOTTOM
-    return _TOP + plot_h - v / top * plot_h
+def _gid(kind: str, **data: object) -> str:
+    return "lair-" + kind + "".join(f"--{k}={v}" for k, v in data.items())
 
 
-def line_chart(series: Series, title: str, unit: str) -> str:
-    """Lines over contexts (log x when they span more than 8x), a labelled tick at each context."""
-    xs = sorted({x for pts in series.values() for x, _ in pts})
-    ticks = nice_ticks(max(y for pts in series.values() for _, y in pts))
-    logx = xs[-1] / max(xs[0], 1) > 8
-
-    def fx(x: float) -> float:
-        lo, hi = (math.log(xs[0]), math.log(xs[-1])) if logx else (xs[0], xs[-1])
-        v = math.log(x) if logx else x
-        return _LEFT + 16 + (v - lo) / ((hi - lo) or 1) * (_W - _LEFT - _RIGHT - 32)
-
-    parts = _frame(title, unit, ticks)
-    for x in xs:
-        parts.append(_text(fx(x), _H - _BOTTOM + 16, f"{x:,.0f}", size=10, class_="xtick"))
-    parts.append(_text((_LEFT + _W - _RIGHT) / 2, _H - 12, "context (tokens)"))
-    for i, pts in enumerate(series.values()):
-        colour = _COLOURS[i % len(_COLOURS)]
-        line = " ".join(f"{fx(x):.1f},{_fy(y, ticks[-1]):.1f}" for x, y in pts)
-        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{line}"/>')
-        for x, y in pts:
-            cy = _fy(y, ticks[-1])
-            parts.append(f'<circle cx="{fx(x):.1f}" cy="{cy:.1f}" r="3.5" fill="{colour}"/>')
-            parts.append(_text(fx(x), cy - 7, _label(y), size=9, class_="value", fill=colour))
-    return "".join(parts + _legend(series)) + "</svg>"
+def _legend_entries(chart: Chart, colours: dict[int | None, str]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, Line2D keyword arguments) of each legend entry: colours first, then styles."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for conc in [c for c in colours if c is not None]:
+        label = next((s.label for s in chart.series if s.concurrency == conc and s.label), _streams(conc))
+        out.append((label, {"color": colours[conc], "linewidth": 3}))
+    tiers = {s.tier for s in chart.series}
+    for tier in [t for t in ("verified", "reported") if t in tiers]:
+        out.append((_STYLE_NAMES[tier], {"color": "#374151", "linestyle": _DASHES[tier]}))
+    if "roofline" in tiers:
+        label = "\n".join(textwrap.wrap(f"{chart.roofline_label} (dotted)", 30))
+        out.append((label, {"color": "#374151", "linestyle": _DASHES["roofline"]}))
+    return out
 
 
-def bar_chart(series: Series, title: str, unit: str) -> str:
-    """One context: a bar per concurrency with its value written on it."""
-    (ctx,) = {x for pts in series.values() for x, _ in pts}
-    values = [(conc, pts[0][1]) for conc, pts in series.items()]
-    ticks = nice_ticks(max(v for _, v in values))
-    parts = _frame(title, unit, ticks)
-    slot = (_W - _LEFT - _RIGHT) / len(values)
-    for i, (conc, v) in enumerate(values):
-        colour, x, y = _COLOURS[i % len(_COLOURS)], _LEFT + slot * i + slot * 0.25, _fy(v, ticks[-1])
-        height = _H - _BOTTOM - y
-        parts.append(
-            f'<rect x="{x:.1f}" y="{y:.1f}" width="{slot * 0.5:.1f}" height="{height:.1f}" fill="{colour}"/>'
-        )
-        parts.append(_text(x + slot * 0.25, y - 5, _label(v), size=10, class_="value"))
-        parts.append(_text(x + slot * 0.25, _H - _BOTTOM + 16, _streams(conc), size=10, class_="xtick"))
-    parts.append(_text((_LEFT + _W - _RIGHT) / 2, _H - 12, f"context {ctx:,.0f} tokens"))
-    return "".join(parts + _legend(series)) + "</svg>"
+def _legend_layout(labels: list[str]) -> tuple[int, int]:
+    """(columns, lines of text per column at most) for the most columns whose entries fit across the
+    figure: matplotlib fills a legend column by column, each as wide as its widest entry (about
+    5.3 pt a character at 9 pt, 40 pt of handle)."""
+    widths = [40 + 5.3 * max(len(line) for line in s.split("\n")) for s in labels]
+    lines = [s.count("\n") + 1 for s in labels]
+    for ncols in range(len(labels), 0, -1):
+        rows = math.ceil(len(labels) / ncols)
+        spans = range(0, len(labels), rows)
+        if ncols == 1 or sum(max(widths[i : i + rows]) for i in spans) <= _WIDTH_IN * 72 - 16:
+            return ncols, max(sum(lines[i : i + rows]) for i in spans)
+    raise AssertionError("unreachable: one column always fits")
 
 
-def _series(cells: list[dict[str, Any]], key: str) -> Series:
-    out: Series = {}
-    for c in cells:
-        if c.get(key) is not None:
-            out.setdefault(int(c["concurrency"]), []).append((float(c["context"]), float(c[key])))
-    return {k: sorted(v) for k, v in sorted(out.items())}
+def _line(ax: Axes, s: Series, colour: str) -> None:
+    pts = sorted(s.points)
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    gid = _gid("series", concurrency=s.concurrency if s.concurrency is not None else "all", tier=s.tier)
+    if s.tier == "roofline":
+        ax.plot(xs, ys, color=colour, linestyle=_DASHES["roofline"], linewidth=1.6, gid=gid)
+        return
+    hollow = s.tier == "reported"
+    ax.plot(
+        xs, ys, color=colour, linestyle=_DASHES[s.tier], linewidth=1.8, marker="o", markersize=4.5,
+        markerfacecolor="white" if hollow else colour, markeredgecolor=colour, gid=gid,
+    )  # fmt: skip
 
 
-def metric_chart(cells: list[dict[str, Any]], key: str, title: str, unit: str) -> str:
-    """The chart of one metric ("" when no cell has it)."""
-    series = _series(cells, key)
+def _y_axis(ax: Axes, chart: Chart, top: float) -> None:
+    ticks = nice_ticks(top)
+    ax.set_ylim(0, ticks[-1])
+    ax.set_yticks(ticks, [value_label(t) for t in ticks])
+    ax.set_ylabel(f"{chart.quantity} ({chart.unit})", gid=_gid("ylabel"))
+    for t in ax.get_yticklabels():
+        t.set_gid(_gid("ytick"))
+    for value, tick in zip(ticks, ax.yaxis.get_major_ticks(), strict=True):
+        tick.tick1line.set_gid(_gid("ytick-mark", value=f"{value:g}"))  # where a value sits
+    ax.grid(axis="y", color="#e5e7eb", linewidth=0.8)
+    ax.set_axisbelow(True)
+
+
+def _draw_lines(ax: Axes, chart: Chart, colours: dict[int | None, str]) -> None:
+    xs = [x for s in chart.series for x, _ in s.points]
+    labelled, minor = context_ticks(min(xs), max(xs))
+    for s in chart.series:
+        _line(ax, s, colours[s.concurrency])
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(min(labelled + minor) / 2**0.25, max(labelled + minor) * 2**0.25)
+    ax.set_xticks(labelled, [context_label(x) for x in labelled])
+    ax.set_xticks(minor, [""] * len(minor), minor=True)
+    ax.set_xlabel("context (tokens, log scale)", gid=_gid("xlabel"))
+    for t in ax.get_xticklabels():
+        t.set_gid(_gid("xtick"))
+
+
+def _draw_bars(ax: Axes, chart: Chart, colours: dict[int | None, str]) -> None:
+    """One context: a group per concurrency, a bar per tier with its value, the ceiling dotted above."""
+    (ctx,) = {x for s in chart.series for x, _ in s.points}
+    concs = sorted({s.concurrency for s in chart.series}, key=lambda c: (c is None, c or 0))
+    top = max(y for s in chart.series for _, y in s.points)
+    for g, conc in enumerate(concs):
+        bars = [s for s in chart.series if s.concurrency == conc and s.tier != "roofline"]
+        width = 0.7 / max(len(bars), 1)
+        for i, s in enumerate(bars):
+            x, v = g - 0.35 + width * (i + 0.5), s.points[0][1]
+            gid = _gid("series", concurrency=conc if conc is not None else "all", tier=s.tier)
+            hollow = s.tier == "reported"
+            ax.bar(
+                x, v, width * 0.9, color="white" if hollow else colours[conc], edgecolor=colours[conc],
+                linestyle="--" if hollow else "-", linewidth=1.5, gid=gid,
+            )  # fmt: skip
+            ax.text(
+                x, v + top * 0.02, value_label(v), ha="center", va="bottom", fontsize=8.5, gid=_gid("value")
+            )
+        for s in [s for s in chart.series if s.tier == "roofline" and s.concurrency in (conc, None)]:
+            gid = _gid("series", concurrency=conc if conc is not None else "all", tier="roofline")
+            y = s.points[0][1]
+            ax.plot([g - 0.4, g + 0.4], [y, y], color=colours[conc], linestyle=_DASHES["roofline"], gid=gid)
+    ax.set_xlim(-0.6, len(concs) - 0.4)
+    ax.set_xticks(range(len(concs)), [_streams(c) for c in concs])
+    ax.set_xlabel(f"context {context_label(ctx)} tokens", gid=_gid("xlabel"))
+    for t in ax.get_xticklabels():
+        t.set_gid(_gid("xtick"))
+
+
+_RC: dict[Any, Any] = {  # Any keys: matplotlib types them as a Literal of every rc name
+    "svg.fonttype": "none",  # text stays <text>: selectable, searchable, escaped by the serializer
+    "svg.hashsalt": "lair-chart",  # ids from a fixed salt: the same chart, the same bytes
+    "text.parse_math": False,  # a "$" in a label is a dollar sign, not TeX
+    "font.family": "DejaVu Sans",  # matplotlib's bundled font: the layout's metrics match the browser's
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "path.simplify": True,
+}
+
+
+def _figure(chart: Chart) -> bytes:
+    from matplotlib import rc_context
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    colours = _colours(chart)
+    entries = _legend_entries(chart, colours)
+    ncols, rows = _legend_layout([label for label, _ in entries])
+    with rc_context(_RC):
+        fig = Figure(figsize=(_WIDTH_IN, _HEIGHT_IN + _LEGEND_ROW_IN * rows), layout="constrained")
+        ax = fig.add_subplot()
+        top = max(y for s in chart.series for _, y in s.points)
+        single = len({x for s in chart.series for x, _ in s.points}) == 1
+        (_draw_bars if single else _draw_lines)(ax, chart, colours)
+        _y_axis(ax, chart, top * (1.12 if single else 1.0))
+        ax.set_title(chart.title, gid=_gid("title"))
+        handles = [Line2D([], [], label=label, **kw) for label, kw in entries]
+        legend = fig.legend(handles=handles, loc="outside lower center", ncols=ncols, frameon=False)
+        for t in legend.get_texts():
+            t.set_gid(_gid("legend"))
+        buf = io.BytesIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    return buf.getvalue()
+
+
+def render(chart: Chart) -> str:
+    """The chart as an inline ``<svg class="chart">`` ("" when no series has a point)."""
+    series = [s for s in chart.series if s.points]
     if not series:
         return ""
-    contexts = {x for pts in series.values() for x, _ in pts}
-    return bar_chart(series, title, unit) if len(contexts) == 1 else line_chart(series, title, unit)
+    return clean_svg(
+        _figure(Chart(chart.title, chart.quantity, chart.unit, series, chart.roofline_label)), chart.title
+    )
+
+
+# --- the SVG made safe and small to inline -------------------------------------------------------
+
+_SVG, _XLINK = "http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"
+ET.register_namespace("", _SVG)
+_KEEP = {"svg", "g", "defs", "clipPath", "path", "use", "rect", "text", "tspan", "circle", "line", "polyline"}
+_PRESENTATION = {
+    "fill", "fill-opacity", "stroke", "stroke-width", "stroke-dasharray", "stroke-dashoffset",
+    "stroke-opacity", "stroke-linejoin", "stroke-linecap", "stroke-miterlimit", "opacity", "font-size",
+    "font-weight", "font-style", "text-anchor", "clip-path", "dominant-baseline",
+}  # fmt: skip
+_HREF = f"{{{_XLINK}}}href"
+_REF = re.compile(r"url\(#([^)]+)\)")
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _presentation(el: ET.Element) -> None:
+    """``style="fill: #fff; font-size: 10px"`` -> ``fill="#fff" font-size="10px"`` (CSP-proof)."""
+    style = el.attrib.pop("style", "")
+    for decl in style.split(";"):
+        name, _, value = decl.partition(":")
+        name, value = name.strip(), value.strip()
+        if name in _PRESENTATION:
+            el.set(name, value)
+
+
+def _classify(el: ET.Element) -> None:
+    """A ``lair-KIND--k=v`` id (matplotlib writes an artist's gid as the id) -> ``class`` + ``data-k``."""
+    kind, *pairs = el.attrib.pop("id")[len("lair-") :].split("--")
+    texts = list(el.iter(f"{{{_SVG}}}text"))
+    for target in texts or [el]:
+        target.set("class", kind)
+        for pair in pairs:
+            k, _, v = pair.partition("=")
+            target.set(f"data-{k}", v)
+
+
+def _prune(parent: ET.Element) -> None:
+    for child in list(parent):
+        if _local(child.tag) not in _KEEP:
+            parent.remove(child)
+            continue
+        for name in [a for a in child.attrib if _local(a).startswith("on")]:
+            del child.attrib[name]  # never emitted by matplotlib; dropped all the same
+        href = child.get(_HREF)
+        if href is not None and not href.startswith("#"):
+            del child.attrib[_HREF]
+        _prune(child)
+
+
+def _ids(root: ET.Element, prefix: str) -> None:
+    """Keep only ids something refers to, prefixed per chart so two charts on a page never clash."""
+    used = {v[1:] for el in root.iter() if (v := el.get(_HREF, "")).startswith("#")}
+    used |= {m for el in root.iter() for v in el.attrib.values() for m in _REF.findall(v)}
+    for el in root.iter():
+        ident = el.get("id")
+        if ident is not None and ident.startswith("lair-"):
+            _classify(el)
+        elif ident is not None and ident in used:
+            el.set("id", prefix + ident)
+        elif ident is not None:
+            del el.attrib["id"]
+        if (href := el.attrib.pop(_HREF, "")).startswith("#"):
+            el.set("href", "#" + prefix + href[1:])  # SVG 2's href: no xlink namespace to declare
+        for name, value in el.attrib.items():
+            if "url(#" in value:
+                el.set(name, _REF.sub(lambda m: f"url(#{prefix}{m.group(1)})", value))
+
+
+_FLOAT = re.compile(r"(-?\d+\.\d\d)\d+")
+_NO_ROTATION = re.compile(r"^rotate\(-?0 [^)]*\)$")
+
+
+def _compact(el: ET.Element) -> None:
+    """Two decimals (a hundredth of a point), no indentation, no zero rotations, one font on the root."""
+    for name, value in el.attrib.items():
+        el.set(name, _FLOAT.sub(r"\1", " ".join(value.split())))
+    if _NO_ROTATION.match(el.get("transform", "")):
+        del el.attrib["transform"]
+    el.attrib.pop("font-family", None)
+    if _local(el.tag) not in {"text", "tspan"}:
+        el.text = None
+    el.tail = None
+
+
+def clean_svg(raw: bytes, title: str) -> str:
+    """matplotlib's SVG document -> one ``<svg>`` element safe and small to inline in HTML."""
+    root = ET.fromstring(raw)  # drops comments, the XML declaration and the DOCTYPE
+    _prune(root)
+    for el in root.iter():
+        _presentation(el)
+        _compact(el)
+    _ids(root, "c" + hashlib.sha256(raw).hexdigest()[:8] + "-")
+    for name in ("width", "height", "version"):
+        root.attrib.pop(name, None)
+    root.attrib.update({"class": "chart", "role": "img", "aria-label": title, "font-family": _FONT})
+    root.attrib.update({"stroke-linejoin": "round", "stroke-linecap": "butt"})  # matplotlib's <style>
+    for el in list(root.iter()):
+        for child in [c for c in el if _local(c.tag) in {"defs", "g"} and not len(c) and not c.attrib]:
+            el.remove(child)
+    return ET.tostring(root, encoding="unicode", short_empty_elements=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from lair.report.charts import metric_chart
 from lair.report.quality import QUALITY_COLUMNS, quality_markdown, quality_rows, quality_source
 from lair.report.table import markdown_table
 
@@ -110,26 +109,52 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(head).rstrip() + "\n"
 
 
-_CHARTS = (
-    ("decode_tok_s_per_stream", "decode per stream", "tok/s"),
-    ("decode_tok_s_aggregate", "decode, all streams together", "tok/s"),
-    ("prefill_tok_s", "prefill", "tok/s"),
-    ("ttft_ms_p50", "time to first token, p50", "ms"),
+_ChartSpec = tuple[str, str, str, str, str | None]
+_CHARTS: tuple[_ChartSpec, ...] = (
+    ("decode_tok_s_per_stream", "decode per stream", "decode speed", "tok/s", "decode_roofline_tok_s"),
+    ("decode_tok_s_aggregate", "decode, all streams together", "decode speed", "tok/s", None),
+    ("prefill_tok_s", "prefill", "prefill speed", "tok/s", "prefill_roofline_tok_s"),
+    ("ttft_ms_p50", "time to first token, p50", "TTFT", "ms", None),
 )
+"""(cell key, chart title, y axis quantity, unit, the roofline row's ceiling key or None)."""
 
 
-def charts(doc: dict[str, Any]) -> str:
-    """The report's SVG charts; the all-streams chart only when some cell ran several streams."""
+def _by_concurrency(rows: list[dict[str, Any]], key: str) -> dict[int, list[tuple[float, float]]]:
+    out: dict[int, list[tuple[float, float]]] = {}
+    for r in rows:
+        if r.get(key) is not None:
+            out.setdefault(int(r["concurrency"]), []).append((float(r["context"]), float(r[key])))
+    return dict(sorted(out.items()))
+
+
+def metric_chart(cells: list[dict[str, Any]], spec: _ChartSpec, roofline: Any = None) -> str:
+    """The SVG chart of one metric, with the roofline ceiling where rated ("" when no cell has it)."""
+    from lair.report.charts import Chart, Series, render
+
+    key, title, quantity, unit, ceiling = spec
+    series = [Series(c, pts) for c, pts in _by_concurrency(cells, key).items()]
+    if series and ceiling and roofline is not None and roofline.rows:
+        measured = {s.concurrency for s in series}
+        lines = _by_concurrency(roofline.rows, ceiling)
+        series += [Series(c, pts, tier="roofline") for c, pts in lines.items() if c in measured]
+    label = f"roofline, {roofline.hardware}" if roofline is not None and roofline.hardware else "roofline"
+    return render(Chart(title, quantity, unit, series, roofline_label=label))
+
+
+def charts(doc: dict[str, Any], roofline: Any = None) -> str:
+    """The report's SVG charts; the all-streams chart only when some cell ran several streams.
+    ``roofline`` (:class:`lair.report.roofline.RooflineRows`) adds the ceilings it rated."""
     cells = doc["bench"]["cells"]
     several = any(int(c["concurrency"]) > 1 for c in cells)
-    keys = [k for k in _CHARTS if several or k[0] != "decode_tok_s_aggregate"]
-    return "".join(metric_chart(cells, key, title, unit) for key, title, unit in keys)
+    specs = [k for k in _CHARTS if several or k[0] != "decode_tok_s_aggregate"]
+    return "".join(metric_chart(cells, spec, roofline) for spec in specs)
 
 
 _CSS = (
     "body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse}"
     "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f3f3f3}"
-    "td:last-child{text-align:left}.muted{color:#666}svg{display:block;margin:1em 0}"
+    "td:last-child{text-align:left}.muted{color:#666}"
+    "svg.chart{display:block;margin:1em 0;width:100%;max-width:540px;height:auto}"
 )
 
 
@@ -171,7 +196,7 @@ def html_page(doc: dict[str, Any], roofline: Any = None) -> str:
             quality={"source": quality_source(doc), "head": QUALITY_COLUMNS, "rows": quality}
             if quality
             else None,
-            charts=Markup(charts(doc)),  # SVG built by lair.report.charts, its text escaped there
+            charts=Markup(charts(doc, roofline)),  # SVG built by lair.report.charts, its text escaped there
             roofline=_roofline_section(roofline),
             machine=[x[2:] for x in _fingerprint_lines(doc.get("fingerprint") or {})],
         )

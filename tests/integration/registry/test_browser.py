@@ -102,7 +102,10 @@ def test_seed_page_has_every_section_in_order_with_its_numbers(page: Any, site: 
     assert page.locator("#curl").inner_text() == f"curl -fsSL {api}"
     prompt = page.locator("#agent-prompt").inner_text()
     assert api in prompt and "diff" in prompt and "hooks" in prompt and "secrets" in prompt
-    assert page.locator("[data-section=performance] svg.chart circle").count() == 4
+    assert (
+        page.locator("[data-section=performance] svg.chart").count() == 2
+    )  # decode; prefill (one context: bars)
+    assert page.locator("svg.chart .series[data-tier=reported] use").count() == 3  # a marker per decode row
     floor = page.locator(".driver-floor").inner_text()
     assert (
         "580.65.06" in floor and "CUDA 13" in floor

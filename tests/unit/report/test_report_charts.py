@@ -1,6 +1,7 @@
 """Report charts and HTML, read back as a browser would get them: the SVG parsed as XML (axis ticks
-from 0, units, legend, bars for a single row, no empty frames), the roofline % in the page, the real
-engine name and version, and report folders of the bundled examples ignored by git."""
+from 0, units, legend, one series per concurrency, bars for a single row, no empty frames, the
+roofline ceiling where rated), the roofline % in the page, the real engine name and version, and
+report folders of the bundled examples ignored by git."""
 
 from __future__ import annotations
 
@@ -53,20 +54,29 @@ def test_nice_ticks_start_at_zero_and_cover_the_top() -> None:
     assert nice_ticks(0.8) == [0, 0.2, 0.4, 0.6, 0.8]
 
 
+def _series(svg: ET.Element) -> list[dict[str, str]]:
+    return [dict(g.attrib) for g in svg.iter(f"{SVG}g") if g.get("class") == "series"]
+
+
 def test_charts_have_zero_ticks_units_and_a_legend() -> None:
     cells = [_cell(2048, 1, 160.0), _cell(40960, 1, 80.0), _cell(2048, 4, 120.0), _cell(40960, 4, 60.0)]
     charts = _svgs(html_page(_doc(cells)))
     assert len(charts) == 4  # per stream, all streams, prefill, TTFT
-    for svg in charts:
-        (title,) = _texts(svg, "title")
-        assert title.endswith(("(tok/s)", "(ms)"))
+    for svg, unit in zip(charts, ["tok/s", "tok/s", "tok/s", "ms"], strict=True):
+        (ylabel,) = _texts(svg, "ylabel")
+        assert ylabel.endswith(f"({unit})")
         yticks = _texts(svg, "ytick")
         assert yticks[0] == "0" and len(yticks) >= 3
-        assert _texts(svg, "xtick") == ["2,048", "40,960"]
+        # 2,048 and 40,960 tokens on a log2 axis: the powers of two around them, 2K to 64K
+        assert _texts(svg, "xtick") == ["2K", "4K", "8K", "16K", "32K", "64K"]
         assert _texts(svg, "legend") == ["1 stream", "4 streams"]
-        assert "context (tokens)" in [t.text for t in svg.iter(f"{SVG}text")]
-    per_stream = charts[0]
-    assert sorted(_texts(per_stream, "value")) == sorted(["160", "80", "120", "60"])
+        assert _texts(svg, "xlabel") == ["context (tokens, log scale)"]
+        assert [(s["data-concurrency"], s["data-tier"]) for s in _series(svg)] == [
+            ("1", "measured"),
+            ("4", "measured"),
+        ]
+    assert _texts(charts[0], "title") == ["decode per stream"]
+    assert _texts(charts[0], "ytick") == ["0", "50", "100", "150", "200"]  # nice_ticks(160)
 
 
 def test_a_single_row_is_bars_with_values_and_no_empty_frames() -> None:
@@ -74,9 +84,32 @@ def test_a_single_row_is_bars_with_values_and_no_empty_frames() -> None:
     charts = _svgs(page)
     assert len(charts) == 2 and "no data" not in page  # decode per stream, TTFT; no aggregate, no prefill
     decode = charts[0]
-    bars = [r for r in decode.iter(f"{SVG}rect") if float(r.get("height", "0")) > 12]
-    assert len(bars) == 1 and _texts(decode, "value") == ["163"]
+    assert [s["data-tier"] for s in _series(decode)] == ["measured"] and _texts(decode, "value") == ["163"]
     assert _texts(decode, "ytick")[0] == "0" and _texts(decode, "xtick") == ["1 stream"]
+    assert _texts(decode, "xlabel") == ["context 2K tokens"]
+
+
+def test_the_roofline_is_drawn_where_the_report_is_rated() -> None:
+    from lair.report.roofline import RooflineRows
+
+    cells = [_cell(2048, 1, 160.0), _cell(40960, 1, 80.0), _cell(2048, 4, 120.0), _cell(40960, 4, 60.0)]
+    ceilings = {(2048, 1): 300.0, (40960, 1): 250.0, (2048, 4): 200.0, (40960, 4): 150.0}
+    rows = [
+        {"context": c, "concurrency": n, "decode_roofline_tok_s": v, "prefill_roofline_tok_s": 90_000.0,
+         "decode_tok_s": None, "decode_pct": None, "prefill_tok_s": None, "prefill_pct": None,
+         "implausible": False, "why": ""}
+        for (c, n), v in ceilings.items()
+    ]  # fmt: skip
+    rr = RooflineRows(rows=rows, hardware="1x NVIDIA GeForce RTX 4090", model="m")
+    decode, aggregate, prefill, ttft = _svgs(html_page(_doc(cells), rr))
+    tiers = [(s["data-concurrency"], s["data-tier"]) for s in _series(decode)]
+    assert tiers == [("1", "measured"), ("4", "measured"), ("1", "roofline"), ("4", "roofline")]
+    assert " ".join(_texts(decode, "legend")).endswith("roofline, 1x NVIDIA GeForce RTX 4090 (dotted)")
+    assert _texts(decode, "ytick")[-1] == "300"  # the axis reaches the ceiling: nice_ticks(300)
+    assert any(s["data-tier"] == "roofline" for s in _series(prefill))
+    for svg in (aggregate, ttft):  # no ceiling rated for these
+        assert all(s["data-tier"] == "measured" for s in _series(svg))
+        assert not any("roofline" in t for t in _texts(svg, "legend"))
 
 
 def test_report_html_has_the_roofline_and_the_real_engine(tmp_path: Path) -> None:

@@ -93,7 +93,7 @@ def _performance(rec: RecipeRecord) -> dict[str, Any]:
         "max_spread": round(100 * MAX_SPREAD),
         "notes": rec.recipe.meta.performance_notes,
         "notes_html": render_markdown(rec.recipe.meta.performance_notes),
-        "chart": speed_chart(rec.measurements),
+        "chart": speed_chart(rows),  # rows with their roofline rating
         "quality": rec.quality,
         "max_quality_spread": MAX_QUALITY_SPREAD,
         "needles": [n.model_dump() for n in rec.recipe.meta.needles],
