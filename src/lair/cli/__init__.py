@@ -83,6 +83,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except ModuleNotFoundError as exc:  # an optional dependency: name the extra that brings it
+        from lair.cli._extras import missing_extra
+
+        extra = missing_extra(exc, args.command)
+        if extra is None:
+            raise
+        return _report(extra, args)
     except Exception as exc:
         # Imported only here: lair.errors pulls in dataclasses and inspect, which `lair --help` need not pay.
         from lair.errors import LairError

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lair.cli._common import dump_json, err
+from lair.cli._common import dump_json, err, path_arg
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["register"]
 
@@ -38,7 +40,7 @@ def register(sub: Any) -> None:
     p.add_argument("--needle", action="store_true", help="also run a needle-in-a-haystack test")
     p.add_argument("--needle-context", type=int, help="needle prompt size (default: the largest context)")
     p.add_argument("--needle-depth", type=float, default=0.5, help="0 = start of the haystack, 1 = end")
-    p.add_argument("--tokenizer", type=Path, help="local tokenizer.json for exact prompt sizing")
+    p.add_argument("--tokenizer", type=path_arg, help="local tokenizer.json for exact prompt sizing")
     p.add_argument("--no-force-output", action="store_true", help="do not send ignore_eos/min_tokens")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per request")
     p.add_argument(
@@ -54,7 +56,10 @@ def register(sub: Any) -> None:
         "$OPENAI_API_KEY); never printed or saved",
     )
     p.add_argument(
-        "--api-key-file", type=Path, metavar="PATH", help="read the bearer token from this file (first line)"
+        "--api-key-file",
+        type=path_arg,
+        metavar="PATH",
+        help="read the bearer token from this file (first line)",
     )
     p.add_argument("--api-key", help=argparse.SUPPRESS)  # refused: a key in argv is visible in `ps`
     p.add_argument(
@@ -62,8 +67,10 @@ def register(sub: Any) -> None:
         action="store_true",
         help="after a cell with failed requests, run the remaining cells (the exit code is still 1)",
     )
-    p.add_argument("--out", type=Path, metavar="DIR", help="write a run report folder here")
-    p.add_argument("--recipe", type=Path, help="the recipe being benchmarked (its report folder, by default)")
+    p.add_argument("--out", type=path_arg, metavar="DIR", help="write a run report folder here")
+    p.add_argument(
+        "--recipe", type=path_arg, help="the recipe being benchmarked (its report folder, by default)"
+    )
     p.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help="recipe placeholder value"
     )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from dataclasses import dataclass, field
 from typing import Any
 
 from lair.cli._common import dump_json
@@ -23,14 +22,18 @@ __all__ = ["CommandNode", "command_tree", "register", "render"]
 SHELLS = ("bash", "zsh", "fish")
 
 
-@dataclass
 class CommandNode:
-    """One command path: its subcommands (name -> help) and options (flag -> help)."""
+    """One command path: its subcommands (name -> help) and options (flag -> help). A plain class, not
+    a dataclass: this module is loaded while ``lair --help`` builds its parser."""
 
-    path: tuple[str, ...]
-    subcommands: dict[str, str] = field(default_factory=dict)
-    options: dict[str, str] = field(default_factory=dict)
-    takes_files: bool = False
+    def __init__(self, path: tuple[str, ...]) -> None:
+        self.path = path
+        self.subcommands: dict[str, str] = {}
+        self.options: dict[str, str] = {}
+        self.takes_files = False
+
+    def __repr__(self) -> str:
+        return f"CommandNode({self.path!r}, {len(self.subcommands)} subcommands, {len(self.options)} options)"
 
 
 def _sub_action(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[Any] | None:

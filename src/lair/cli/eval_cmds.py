@@ -4,10 +4,12 @@ the speed ``lair bench`` measures. The eval package loads inside the handler."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lair.cli._common import dump_json, err
+from lair.cli._common import dump_json, err, path_arg
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["add_eval_options", "empty_bench", "eval_options", "print_quality", "register", "suites_arg"]
 
@@ -30,6 +32,8 @@ def _floats(text: str) -> list[float]:
 
 
 def _data(text: str) -> tuple[str, Path]:
+    from pathlib import Path
+
     name, sep, path = text.rpartition("=")
     return (name, Path(path)) if sep else ("", Path(text))
 
@@ -88,12 +92,12 @@ def register(sub: Any) -> None:
     add_eval_options(p)
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per request")
     p.add_argument("--api-key-env", metavar="NAME", help="bearer token from this environment variable")
-    p.add_argument("--api-key-file", type=Path, metavar="PATH", help="bearer token from this file")
+    p.add_argument("--api-key-file", type=path_arg, metavar="PATH", help="bearer token from this file")
     p.add_argument("--api-key", help=argparse.SUPPRESS)  # refused: a key in argv is visible in `ps`
-    p.add_argument("--out", type=Path, metavar="DIR", help="write a run report folder here")
+    p.add_argument("--out", type=path_arg, metavar="DIR", help="write a run report folder here")
     p.add_argument(
         "--recipe",
-        type=Path,
+        type=path_arg,
         metavar="FILE",
         help="the recipe the server runs: the report names and copies it, so `lair submit` can upload it "
         "(report in the recipe's reports/ unless --out)",

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lair.cli._common import dump_json, err
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["register"]
 
@@ -98,10 +100,14 @@ def _is_model_path(path: Path) -> bool:
 
 
 def _recipe_dir(args: argparse.Namespace, recipe: Any) -> Path | None:
+    from pathlib import Path
+
     return Path(args.file).resolve().parent if recipe is not None else None
 
 
 def _recipe_and_facts(args: argparse.Namespace) -> tuple[Any, Any]:
+    from pathlib import Path
+
     from lair.errors import FitError
     from lair.fit import read_model_facts
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lair.cli._common import dump_json, err
 from lair.cli.eval_cmds import add_eval_options, suites_arg
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["register"]
 
@@ -199,6 +201,8 @@ def _plan_kubernetes(args: argparse.Namespace) -> int:
     prep, m = kubernetes_manifests(_request(args), _kube_options(args))
     _show_acceptance(prep)
     if args.output:
+        from pathlib import Path
+
         out = Path(args.output)
         out.mkdir(parents=True, exist_ok=True)
         for i, doc in enumerate(m.documents):
@@ -270,6 +274,8 @@ def _bench(args: argparse.Namespace, out: dict[str, Any]) -> Any:
         return [int(x) for x in text.split(",") if x.strip()]
 
     def run(res: Any) -> None:
+        from pathlib import Path
+
         from lair.bench import BenchOptions, run_bench
 
         out["secrets"] = res.secrets

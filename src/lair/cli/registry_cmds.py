@@ -26,7 +26,7 @@ OAUTH_FLAGS = [
 
 
 def _oauth_flags(p: Any) -> None:
-    from lair.registry.oauth import PROVIDERS
+    from lair.registry.providers import PROVIDERS
 
     for name, d in PROVIDERS.items():
         g = p.add_argument_group(
@@ -46,7 +46,7 @@ def _oauth_flags(p: Any) -> None:
 
 
 def _oauth_settings(args: argparse.Namespace) -> dict[str, str]:
-    from lair.registry.oauth import env_name
+    from lair.registry.providers import env_name
 
     return {
         env_name(*key[len("oauth_") :].split("_", 1)): value

@@ -18,26 +18,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from lair.errors import ConfigError
+from lair.registry.providers import PROVIDERS, env_name
 
 __all__ = ["PROVIDERS", "Provider", "env_name", "load_providers", "state_key"]
 
 ProviderName = Literal["github", "huggingface"]
-PROVIDERS: dict[str, dict[str, str]] = {
-    "github": {
-        "title": "GitHub",
-        "authorize_url": "https://github.com/login/oauth/authorize",
-        "token_url": "https://github.com/login/oauth/access_token",
-        "userinfo_url": "https://api.github.com/user",
-        "scope": "read:user",
-        "token_auth": "client_secret_post",  # GitHub's documented way: the secret in the form body
-    },
-    "huggingface": {
-        "title": "Hugging Face",
-        "issuer": "https://huggingface.co",
-        "scope": "openid profile",
-        "token_auth": "client_secret_basic",
-    },
-}
 
 
 class Provider(BaseModel):
@@ -81,10 +66,6 @@ class Provider(BaseModel):
         if self.userinfo_url:
             kw["userinfo_endpoint"] = self.userinfo_url
         return kw
-
-
-def env_name(provider: str, field: str) -> str:
-    return f"LAIR_REGISTRY_{provider.upper()}_{field.upper()}"
 
 
 def _secret(env: Mapping[str, str], name: str) -> str:
