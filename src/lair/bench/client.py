@@ -121,8 +121,23 @@ async def open_stream(ep: Endpoint) -> StreamProtocol:
             StreamProtocol, ep.host, ep.port, ssl=ctx, server_hostname=ep.host if ctx else None
         )
     except OSError as exc:
-        raise BenchError(f"cannot connect to {ep.scheme}://{ep.netloc}: {exc}") from exc
+        raise connect_error(f"{ep.scheme}://{ep.netloc}", exc) from exc
     return proto
+
+
+def connect_error(url: str, exc: OSError) -> BenchError:
+    """``cannot connect to URL: connection refused`` (or the socket's own reason), with what to check."""
+    inner = getattr(exc, "reason", None)  # urllib's URLError wraps the socket's error
+    reason = inner if isinstance(inner, OSError) else exc
+    said = (
+        "connection refused (nothing listens there)"
+        if isinstance(reason, ConnectionRefusedError)
+        else str(reason)
+    )
+    return BenchError(
+        f"cannot connect to {url}: {said}",
+        hint="is the server up? `lair status` lists lair's runs; check the host and port of the URL",
+    )
 
 
 def chat_request(ep: Endpoint, body: dict[str, Any], api_key: str | None) -> bytes:

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from lair.bench.client import Endpoint, http_request
+from lair.bench.client import Endpoint, http_request, open_stream
 from lair.errors import BenchError
 
 __all__ = ["ServerInfo", "context_refusal", "server_info"]
@@ -85,7 +85,8 @@ def _from_models(info: ServerInfo, model: dict[str, Any]) -> None:
 
 
 async def server_info(ep: Endpoint, api_key: str | None) -> ServerInfo:
-    """Ask the server (see the module docstring)."""
+    """Ask the server (see the module docstring); a server that cannot be reached is an error."""
+    (await open_stream(ep)).transport.close()  # type: ignore[union-attr]  # raises "cannot connect to ..."
     model = _first_model(await _get(ep, "/v1/models", api_key))
     info = ServerInfo(model=str(model.get("id") or ""))
     version = await _get(ep, "/version", api_key)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -30,7 +31,16 @@ def served_model(url: str, api_key: str | None = None, timeout_s: float = 30.0) 
         with opener.open(req, timeout=timeout_s) as resp:
             data = json.loads(resp.read())
         return str(data["data"][0]["id"])
-    except (OSError, ValueError, KeyError, IndexError) as exc:
+    except urllib.error.HTTPError as exc:
+        raise EvalError(
+            f"{url}/v1/models answered HTTP {exc.code}", hint="give the served name with --model"
+        ) from exc
+    except OSError as exc:
+        from lair.bench.client import connect_error
+
+        bench = connect_error(url, exc)
+        raise EvalError(bench.message, hint=bench.hint) from exc
+    except (ValueError, KeyError, IndexError) as exc:
         raise EvalError(
             f"{url}/v1/models lists no model ({exc})", hint="give the served name with --model"
         ) from exc

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -83,6 +84,8 @@ async def pull_image(runner: Runner, node: str, step: Step, say: Callable[[str],
     binary, image = step.argv[0], step.argv[-1]
     res = await runner.run([binary, "image", "inspect", image], check=False, timeout=60)
     present = res.returncode == 0
+    if not present:
+        _engine_up(node, binary, res.stderr)
     if step.pull == "never" and not present:
         raise LaunchError(
             f"{node}: image {image} is not there and --pull never was given",
@@ -99,6 +102,30 @@ async def pull_image(runner: Runner, node: str, step: Step, say: Callable[[str],
         )
     say(f"pulling {image} (timeout {step.timeout_s or 0:g}s)")
     await _stream_pull(runner, node, step.argv, step.timeout_s or 3600.0, say)
+
+
+# what docker (old and new clients) and podman say when their engine is not there to answer
+_ENGINE_DOWN = re.compile(
+    r"cannot connect to the docker daemon|failed to connect to the docker api|is the docker daemon running"
+    r"|cannot connect to podman",
+    re.IGNORECASE,
+)
+_START = {
+    "docker": "start Docker on the node (`sudo systemctl start docker`; Docker Desktop: open it), "
+    "then launch again",
+    "podman": "start podman's service on the node (`systemctl --user start podman.socket`; macOS/Windows: "
+    "`podman machine start`), then launch again",
+}
+
+
+def _engine_up(node: str, binary: str, output: str) -> None:
+    """Raise when ``output`` of a ``docker``/``podman`` command says the container engine is down."""
+    said = next((line.strip() for line in output.splitlines() if _ENGINE_DOWN.search(line)), None)
+    if said is not None:
+        raise LaunchError(
+            f"{node}: the {binary} engine is not running: {said}",
+            hint=_START.get(binary, f"start {binary}'s engine on the node, then launch again"),
+        )
 
 
 def _short_name(image: str) -> bool:
@@ -131,6 +158,7 @@ async def _stream_pull(
             hint="raise --pull-timeout, or pull the image on the node beforehand",
         ) from None
     if code != 0:
+        _engine_up(node, argv[0], "\n".join(lines))
         tail = "\n    ".join(lines[-10:]) or "(no output)"
         raise LaunchError(
             f"{node}: {shlex.join(argv)} failed (exit {code}):\n    {tail}",

@@ -20,6 +20,7 @@ from lair.errors import Issue
 from lair.recipe import placeholders as ph
 from lair.recipe.model import ENGINES, Recipe
 from lair.recipe.source import Key, Source
+from lair.recipe.synonyms import by_meaning
 
 __all__ = ["CheckResult", "Rule", "check", "dotted", "is_secret_name"]
 
@@ -220,7 +221,8 @@ def _num(v: Any) -> str:
 def _unknown_key(ctx: _Ctx, loc: Key) -> None:
     model = _model_at(loc)
     choices = list(model.model_fields) if model else []
-    hint = _did_you_mean(str(loc[-1]), choices)
+    meant = by_meaning(str(loc[-1]), choices)  # by meaning first: `gpu` is gpu_model, not cpu
+    hint = f"did you mean '{meant}'?" if meant else _did_you_mean(str(loc[-1]), choices)
     if not hint and model is Recipe:
         from lair.recipe.model import Meta
 
