@@ -8,18 +8,27 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lair.cli._common import dump_json, err
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["register", "submit_report"]
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("login", help="store the registry URL and an API token (0600, in the config dir)")
+    p = sub.add_parser(
+        "login",
+        help="check an API token with the registry, then store it and the URL (0600, in the config dir)",
+    )
     p.add_argument("url", nargs="?", metavar="URL", help="registry URL (default: the stored one)")
-    p.add_argument("--token", metavar="T", help="API token (else pasted at a prompt; LAIR_TOKEN overrides)")
+    p.add_argument(
+        "--token",
+        metavar="T",
+        help="API token (else read from stdin when piped, else asked for; LAIR_TOKEN overrides)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=cmd_login)
     s = sub.add_parser("search", help="search the registry's recipes")
@@ -35,7 +44,10 @@ def register(sub: Any) -> None:
     u.add_argument("-o", "--output", metavar="FILE", help="where to write it (default ./SLUG.toml)")
     u.add_argument("--json", action="store_true", help="print one JSON document")
     u.set_defaults(handler=cmd_pull)
-    h = sub.add_parser("push", help="publish a recipe, or a new revision of it (shows the diff first)")
+    h = sub.add_parser(
+        "push",
+        help="publish a recipe, or a new revision of yours (diff first; the first push writes meta.slug)",
+    )
     h.add_argument("file", metavar="FILE")
     h.add_argument("--notes", default="", help="revision notes")
     h.add_argument("-y", "--yes", action="store_true", help="do not ask")
@@ -53,25 +65,62 @@ def _client() -> Any:
     return Client()
 
 
+def _read_token(args: argparse.Namespace, url: str) -> str | None:
+    """The token: ``--token``, else piped on stdin (``echo T | lair login URL``), else asked for."""
+    token = args.token
+    if token is None and not sys.stdin.isatty():
+        token = sys.stdin.read()
+    elif token is None:
+        import getpass
+
+        token = getpass.getpass(f"API token for {url} (create one at {url}/account; empty for none): ")
+    return token.strip() or None
+
+
+def _checked_login(client: Any) -> dict[str, Any] | None:
+    """Who the token acts as, asked of the registry (``GET /api/v1/me``); a refused token is an error."""
+    from lair.errors import RegistryError
+
+    client.health()  # the registry answers before anything is stored
+    if not client.creds.token:
+        return None
+    try:
+        return dict(client.me())
+    except RegistryError as exc:
+        if exc.status != 401:
+            raise
+        url = client.creds.url
+        raise RegistryError(
+            401, exc.code, f"{url} refused the token: {exc.message}; nothing was saved",
+            hint=f"create a token at {url}/account (scope publish to push) and run `lair login {url}` again",
+        ) from None  # fmt: skip
+
+
 def cmd_login(args: argparse.Namespace) -> int:
     from lair.client import Client, Credentials
 
     creds = Credentials.load()
     creds.url = (args.url or creds.url).rstrip("/")
-    token = args.token
-    if token is None and sys.stdin.isatty():
-        import getpass
-
-        token = getpass.getpass(
-            f"API token for {creds.url} (create one at {creds.url}/account; empty for none): "
-        )
-    creds.token = (token or "").strip() or None
-    Client(creds).health()  # the registry answers before anything is stored
+    creds.token = _read_token(args, creds.url)
+    who = _checked_login(Client(creds))
     path = creds.save()
+    scopes = list(who["scopes"]) if who else []
     if args.json:
-        dump_json({"ok": True, "url": creds.url, "token": bool(creds.token), "file": str(path)})
+        user = who["name"] if who else None
+        dump_json({"ok": True, "url": creds.url, "user": user, "scopes": scopes, "token": bool(who),
+                   "file": str(path)})  # fmt: skip
+        return 0
+    if who is None:
+        err(f"logged in to {creds.url} without a token (read only); saved in {path}")
     else:
-        err(f"logged in to {creds.url}{' with a token' if creds.token else ' (no token)'}; saved in {path}")
+        admin = ", admin" if who.get("admin") else ""
+        err(
+            f"logged in to {creds.url} as {who['name']} (scopes: {', '.join(scopes)}{admin}); saved in {path}"
+        )
+    if who is not None and "publish" not in scopes:
+        err(
+            f"warning: this token cannot push or submit; create one with scope publish at {creds.url}/account"
+        )
     return 0
 
 
@@ -104,6 +153,8 @@ def _split_ref(ref: str) -> tuple[str, int | None]:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from lair.errors import LairError, RegistryError
     from lair.launch.trust_store import stamp_pulled
     from lair.recipe import load_recipe
@@ -140,34 +191,89 @@ def _confirm(question: str) -> bool:
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
-def cmd_push(args: argparse.Namespace) -> int:
-    import difflib
-
+def _push_target(client: Any, recipe: Any, file: str) -> tuple[str, bool]:
+    """The recipe a push goes to: the file's ``meta.slug`` (else the slug the registry gives its title)
+    and whether that recipe exists and is the pusher's (a new revision) or not yet (a new recipe)."""
     from lair.errors import RegistryError
-    from lair.recipe import export_text, load_recipe
+    from lair.registry.service.facets import slugify
 
-    recipe = load_recipe(args.file)
-    slug, client = recipe.meta.slug, _client()
+    slug = str(recipe.meta.slug or slugify(recipe.meta.title or recipe.display_name))
     try:
-        old = client.recipe_toml(slug) if slug else None
+        owner = client.recipe(slug)["owner"]
     except RegistryError as exc:
         if exc.status != 404:
             raise
-        old = None
-    new = export_text(recipe, "toml")
-    diff = difflib.unified_diff((old or "").splitlines(True), new.splitlines(True), "latest", args.file)
-    sys.stderr.writelines(diff)
-    if old == new:
-        err("no change against the latest revision")
+        return slug, False
+    me, url = client.me()["name"], client.creds.url
+    if owner != me:
+        raise RegistryError(
+            409, "conflict", f"{url} has a recipe {slug!r} by {owner}; you are {me}",
+            hint=f"fork it at {url}/recipes/{slug}, or give {file} a slug of its own: "
+            f"lair set {file} meta.slug=NEW-SLUG",
+        )  # fmt: skip
+    if not recipe.meta.slug:
+        err(f"{file} has no meta.slug; its title names your recipe {slug}: a new revision of it")
+    return slug, True
+
+
+def _comparable(recipe: Any, old: str | None) -> str:
+    """The file as the registry would store it; a slug written back after the first push is no change
+    against a revision that had none."""
+    import tomllib
+
+    from lair.recipe import export_text
+
+    if old is not None and recipe.meta.slug and "slug" not in tomllib.loads(old).get("meta", {}):
+        recipe = recipe.model_copy(update={"meta": recipe.meta.model_copy(update={"slug": None})})
+    return export_text(recipe, "toml")
+
+
+def _write_slug(file: str, slug: str) -> bool:
+    """``meta.slug`` into a TOML file after its first push (as ``lair set``: comments and layout kept)."""
+    import json
+
+    from lair.recipe import edit_toml, format_of
+
+    if format_of(file) != "toml":
+        err(f"warning: add slug {slug!r} to {file}'s meta so that the next push revises this recipe")
+        return False
+    result = edit_toml(file, {"meta.slug": json.dumps(slug)})  # a quoted TOML string, never a number
+    if result.ok:
+        err(f"wrote meta.slug = {slug!r} into {file}: the next push is a new revision of it")
+    return result.ok
+
+
+def _changed(client: Any, recipe: Any, slug: str, file: str) -> bool:
+    """Show the diff of ``file`` against the latest revision of ``slug``; whether there is one."""
+    import difflib
+
+    old: str = client.recipe_toml(slug)
+    new = _comparable(recipe, old)
+    sys.stderr.writelines(
+        difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"{slug} (latest)", file)
+    )
+    return old != new
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from lair.recipe import load_recipe
+
+    recipe, client = load_recipe(args.file), _client()
+    slug, revise = _push_target(client, recipe, args.file)
+    if revise and not _changed(client, recipe, slug, args.file):
+        err(f"no change against the latest revision of {slug}")
         return 0
-    what = f"a new revision of {slug}" if old is not None else "a new recipe"
+    what = f"a new revision of {slug}" if revise else f"a new recipe, {slug}"
     if not args.yes and not _confirm(f"publish {what}?"):
         err("not published")
         return 1
-    res = client.push(
-        Path(args.file).read_text(encoding="utf-8"), args.notes, slug if old is not None else None
+    res = dict(client.push(Path(args.file).read_text(encoding="utf-8"), args.notes, slug if revise else None))
+    wrote = not recipe.meta.slug and _write_slug(args.file, str(res["slug"]))
+    dump_json(res | {"slug_written": wrote}) if args.json else err(
+        f"published {res['slug']} revision {res['revision']}"
     )
-    dump_json(res) if args.json else err(f"published {res.get('slug', slug)} revision {res.get('revision')}")
     return 0
 
 

@@ -110,6 +110,10 @@ class Client:
     def health(self) -> dict[str, Any]:
         return self._json("GET", "/api/v1/health")
 
+    def me(self) -> dict[str, Any]:
+        """The account the token acts as: ``{"name", "admin", "scopes"}`` (401 for a bad token)."""
+        return self._json("GET", "/api/v1/me")
+
     def search(self, query: str = "", **filters: Any) -> dict[str, Any]:
         params = [("q", query)] if query else []
         for k, v in filters.items():

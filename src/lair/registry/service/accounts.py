@@ -226,3 +226,13 @@ def list_tokens(conn: Connection, actor: Actor) -> list[dict[str, object]]:
 
 
 __all__ += ["issue_token", "list_tokens", "need"]
+
+
+def whoami(actor: Actor | None) -> dict[str, object]:
+    """The signed-in account as ``GET /api/v1/me`` shows it: name, admin, scopes (401 without one)."""
+    if actor is None:
+        raise RegistryError(401, "unauthorized", "sign in first", hint="send Authorization: Bearer <token>")
+    return {"name": actor.name, "admin": actor.is_admin, "scopes": list(actor.scopes)}
+
+
+__all__ += ["whoami"]

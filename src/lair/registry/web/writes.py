@@ -219,6 +219,14 @@ async def tokens(request: Request) -> Response:
         return json_response({"ok": True, "tokens": list_tokens(conn, actor)}, cacheable=False)
 
 
+async def me(request: Request) -> Response:
+    """Who the request's token (or session) acts as: ``lair login`` checks a token with it."""
+    from lair.registry.service.accounts import whoami
+
+    with request.app.state.engine.begin() as conn:
+        return json_response({"ok": True} | whoami(actor_of(request, conn)), cacheable=False)
+
+
 async def revoke_token(request: Request) -> Response:
     from lair.registry.service.accounts import revoke_token as revoke
 
@@ -240,4 +248,4 @@ async def create_token(request: Request) -> Response:
     return _created({"token": token, "id": tid, "name": name.strip(), "scope": scope})
 
 
-__all__ += ["create_token", "revoke_token", "tokens"]
+__all__ += ["create_token", "me", "revoke_token", "tokens"]
