@@ -15,7 +15,14 @@ from lair.errors import RegistryError
 from lair.recipe import Recipe, export_text, load_text, to_data
 from lair.recipe.digest import model_sha256
 
-__all__ = ["canonical", "model_sha256", "parse_recipe", "recipe_from_canonical", "revision_model"]
+__all__ = [
+    "canonical",
+    "check_depth",
+    "model_sha256",
+    "parse_recipe",
+    "recipe_from_canonical",
+    "revision_model",
+]
 
 
 MAX_DEPTH = 32
@@ -62,13 +69,19 @@ def _too_deep(text: str) -> tuple[int, int] | None:
     return None
 
 
+def check_depth(text: str, name: str = "recipe.toml") -> None:
+    """A located 422 when ``text`` nests deeper than ``MAX_DEPTH`` (call it before anything parses
+    the text: every TOML parser here recurses once per level)."""
+    if (at := _too_deep(text)) is not None:
+        raise _refused(name, *at, "", f"nested deeper than {MAX_DEPTH} levels")
+
+
 def parse_recipe(text: str, name: str = "recipe.toml", fmt: str = "toml") -> Recipe:
     """A recipe checked by lair's recipe core; its located errors become a 422 (so does a recipe
     nested deeper than ``MAX_DEPTH`` or with more than ``MAX_PLACEHOLDERS`` placeholders)."""
     from lair.errors import RecipeError
 
-    if (at := _too_deep(text)) is not None:
-        raise _refused(name, *at, "", f"nested deeper than {MAX_DEPTH} levels")
+    check_depth(text, name)
     try:
         recipe = load_text(text, name, fmt)
     except RecipeError as exc:

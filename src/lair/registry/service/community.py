@@ -19,7 +19,7 @@ from lair.recipe.placeholders import find_refs
 from lair.registry.db.schema import Vote
 from lair.registry.service.accounts import Actor
 from lair.registry.service.accounts import need as _need
-from lair.registry.service.canonical import parse_recipe
+from lair.registry.service.canonical import check_depth, parse_recipe
 from lair.registry.service.facets import slugify
 from lair.registry.service.publish import (
     MEASUREMENTS,
@@ -86,6 +86,7 @@ def _checked(text: str, notes: str) -> Recipe:
         raise RegistryError(413, "too_large", f"a recipe is at most {MAX_RECIPE_BYTES // 1024} KiB")
     if len(notes) > MAX_NOTES:
         raise RegistryError(413, "too_large", f"revision notes are at most {MAX_NOTES} characters")
+    check_depth(text)  # before anything parses the text (the secret scan parses it too)
     # before the recipe checks, whose located errors may quote a value: raw text, parsed values
     # (escapes, continuations), placeholder defaults
     refuse_issues(scan_recipe(text) + scan(notes, "notes"))
