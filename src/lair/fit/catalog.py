@@ -3,6 +3,8 @@
 The data lives in ``catalog.toml`` beside this module (package data). :func:`find_device` matches a
 name the way people write it ("RTX PRO 6000", "rtx-pro-6000", "H200", "DGX Spark") and raises
 :class:`~lair.errors.FitError` with "did you mean" candidates when it cannot pick one.
+:func:`find_device_by_smi_name` takes only a name ``nvidia-smi`` prints (an entry's ``nvidia_smi``),
+whole: what a run report's fingerprint names is matched this way, never by a part of a name or a guess.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from typing import Any
 
 from lair.errors import FitError
 
-__all__ = ["Device", "Source", "device_ids", "find_device", "load_catalog", "pcie_gbs"]
+__all__ = [
+    "Device",
+    "Source",
+    "device_ids",
+    "find_device",
+    "find_device_by_smi_name",
+    "load_catalog",
+    "pcie_gbs",
+]
 
 GIB = 1 << 30
 _VENDOR_WORDS = ("nvidia", "geforce", "amd", "instinct", "apple")
@@ -48,6 +58,8 @@ class Device:
     nvlink_gbs: float | None = None
     network_gbps: float | None = None
     aliases: tuple[str, ...] = ()
+    nvidia_smi: tuple[str, ...] = ()
+    """The names ``nvidia-smi --query-gpu=name`` prints for this card (a fingerprint's spelling)."""
     notes: str = ""
     sources: tuple[Source, ...] = field(default=())
 
@@ -98,7 +110,8 @@ def _raw() -> dict[str, Any]:
 def _device(d: dict[str, Any]) -> Device:
     d = dict(d)
     srcs = tuple(Source(s["title"], s["url"], tuple(s["figures"])) for s in d.pop("sources", []))
-    return Device(**{**d, "aliases": tuple(d.get("aliases", ())), "sources": srcs})
+    names = {"aliases": tuple(d.get("aliases", ())), "nvidia_smi": tuple(d.get("nvidia_smi", ()))}
+    return Device(**{**d, **names, "sources": srcs})
 
 
 @functools.cache
@@ -119,7 +132,18 @@ def _norm(name: str) -> str:
 
 
 def _keys(d: Device) -> list[str]:
-    return [_norm(k) for k in (d.id, d.name, *d.aliases)]
+    return [_norm(k) for k in (d.id, d.name, *d.aliases, *d.nvidia_smi)]
+
+
+def _smi(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+def find_device_by_smi_name(name: str) -> Device | None:
+    """The catalog device ``nvidia-smi`` calls ``name`` (whole, ignoring case and runs of spaces),
+    else None: no partial match, no vendor words dropped, no guess."""
+    q = _smi(name)
+    return next((d for d in load_catalog() if q in {_smi(n) for n in d.nvidia_smi}), None)
 
 
 def find_device(name: str) -> Device:

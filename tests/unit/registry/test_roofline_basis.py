@@ -108,9 +108,11 @@ def test_the_upload_check_rates_cells_on_the_fingerprint_gpu_not_the_recipes() -
 
     recipe = parse_recipe(LLAMA.read_text())
     cell = {"context": 2048, "prompt_tokens": 2048, "concurrency": 1, "decode_tok_s_per_stream": 150.0}
-    on = {name: {"gpus": {"count": 1, "models": [name]}} for name in ("NVIDIA H100 80GB HBM3", "RTX 4090")}
+    on = {
+        n: {"gpus": {"count": 1, "models": [n]}} for n in ("NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090")
+    }
     (h100,), _ = _ratings(recipe, on["NVIDIA H100 80GB HBM3"], [cell])
-    (rtx,), _ = _ratings(recipe, on["RTX 4090"], [cell])
+    (rtx,), _ = _ratings(recipe, on["NVIDIA GeForce RTX 4090"], [cell])
     assert not h100["implausible"] and abs(h100["decode_pct"] - _pct(150, H100_SXM)) < 0.2
     assert rtx["implausible"] and abs(rtx["decode_pct"] - _pct(150, RTX_4090)) < 0.5  # 227%
     assert _ratings(recipe, {"gpus": None}, [cell]) == ([None], "no roofline: the fingerprint names no GPU")

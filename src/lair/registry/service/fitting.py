@@ -19,6 +19,7 @@ from lair.fit import (
     ModelFacts,
     facts_from_config,
     find_device,
+    find_device_by_smi_name,
     layout_from_recipe,
     rate_row,
 )
@@ -26,7 +27,18 @@ from lair.fit.summary import fit_summary
 from lair.recipe import Recipe
 from lair.registry.service.facets import norm_key
 
-__all__ = ["fingerprint_gpus", "fit_for", "gpu_choices", "known_facts", "rated_rows", "roofline_hardware"]
+__all__ = [
+    "fingerprint_gpus",
+    "fingerprint_hardware",
+    "fit_for",
+    "gpu_choices",
+    "known_facts",
+    "rated_rows",
+    "roofline_hardware",
+]
+
+MAX_GPUS = 1024
+"""Most GPUs one fingerprint may name (the fit widget's limit too)."""
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "models.toml"
 
@@ -77,16 +89,46 @@ def fit_for(recipe: Recipe, gpu: str, count: int, context: int | None = None) ->
 
 
 def fingerprint_gpus(fp: Mapping[str, Any]) -> tuple[str, int] | None:
-    """(GPU model, count) a run report's fingerprint names, or None (a CPU-only rig)."""
-    gpus = fp.get("gpus") or {}
-    models = gpus.get("models") or []
-    return (str(models[0]), int(gpus.get("count") or len(models))) if models else None
+    """(GPU model, count) a run report's fingerprint names, or None (a CPU-only rig). With cards of
+    several models, the one the catalog gives the most memory bandwidth (the highest ceiling: a mixed
+    rig is never held to its slower card); an unknown name is kept, so that the rating says so."""
+    found = fp.get("gpus")
+    gpus: Mapping[str, Any] = found if isinstance(found, dict) else {}
+    models = [m for m in gpus.get("models") or [] if isinstance(m, str)]
+    if not models:
+        return None
+    count = gpus.get("count")
+    n = count if isinstance(count, int) and not isinstance(count, bool) else len(models)
+    unknown = [m for m in models if find_device_by_smi_name(m) is None]
+    pick = unknown[0] if unknown else max(models, key=_bandwidth)
+    return pick, n
+
+
+def _bandwidth(model: str) -> float:
+    dev = find_device_by_smi_name(model)
+    return dev.memory_bandwidth_gbs if dev else 0.0
+
+
+def fingerprint_hardware(fp: Mapping[str, Any]) -> tuple[Hardware | None, str]:
+    """The catalog hardware a run report's fingerprint names (GPUs matched by their whole nvidia-smi
+    name), else None and why it cannot be physically checked."""
+    return roofline_hardware(fingerprint_gpus(fp), "fingerprint")
 
 
 def roofline_hardware(spec: tuple[str, int] | None, whose: str) -> tuple[Hardware | None, str]:
-    """The catalog hardware of (GPU model, count), else None and why not (``whose`` names the source)."""
+    """The catalog hardware of (GPU model, count), else None and why not (``whose`` names the source).
+    A fingerprint's GPU must be a name nvidia-smi prints for a catalog card, whole
+    (:func:`~lair.fit.find_device_by_smi_name`): a made-up, partial or hand-written name is never read
+    as some known card; the recipe's own GPU may be written loosely."""
     if spec is None:
         return None, f"no roofline: the {whose} names no GPU"
+    if not 1 <= spec[1] <= MAX_GPUS:
+        return None, f"no roofline: the {whose} counts {spec[1]} GPUs (1 to {MAX_GPUS})"
+    if whose == "fingerprint":
+        dev = find_device_by_smi_name(spec[0])
+        if dev is None:
+            return None, f"no roofline: no catalog GPU is called {spec[0][:100]!r} by nvidia-smi"
+        return Hardware(dev, gpus=spec[1]), ""
     try:
         return Hardware(find_device(spec[0]), gpus=spec[1]), ""
     except FitError as exc:

@@ -20,7 +20,7 @@ from lair.registry.service.markdown import render_markdown
 from lair.registry.service.placeholders import form_fields
 from lair.registry.service.quality import MAX_QUALITY_SPREAD
 from lair.registry.service.read import RecipeRecord
-from lair.registry.service.tiers import MAX_SPREAD, MIN_RIGS
+from lair.registry.service.tiers import MAX_SPREAD, MIN_ACCOUNTS, MIN_RIGS
 from lair.registry.service.timefmt import iso
 
 __all__ = ["SECTIONS", "agent_prompt", "fmt_tokens", "recipe_page"]
@@ -90,6 +90,7 @@ def _performance(rec: RecipeRecord) -> dict[str, Any]:
         "provenances": provenances,
         "all_reported": provenances == ["reported"],
         "min_rigs": MIN_RIGS,
+        "min_accounts": MIN_ACCOUNTS,
         "max_spread": round(100 * MAX_SPREAD),
         "notes": rec.recipe.meta.performance_notes,
         "notes_html": render_markdown(rec.recipe.meta.performance_notes),

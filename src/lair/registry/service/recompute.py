@@ -6,6 +6,16 @@ file keeps times to the microsecond and token shares to three decimals). Besides
 must be a clean measurement to be verified: full output lengths, a cold cache that was proven cold
 (an engine counter or ``cached_tokens`` in the responses), a client that was not the bottleneck, and
 no failed requests.
+
+The raw timings must also be physically possible (:func:`plausibility`, each refusal located by its
+line of ``requests.jsonl``): clocks that run forward (sends at or after the repeat's first send, which
+is at 0; every chunk after its request's send, in order; the first chunk strictly after the send), no
+negative token counts, the server's own usage counts present, no more content chunks than completion
+tokens, prompts the size of their cell's context (``PROMPT_TOLERANCE``), and no stream faster than
+``MAX_STREAM_TOK_S``. A gap of 0 between two chunks is no refusal: chunks read together share their
+arrival time (llama.cpp flushes a burst of tokens at once; see :mod:`lair.bench.definitions`). The
+floor on a stream's gaps is its mean gap: above one token a microsecond here, and at most 100% of the
+roofline of its GPUs in :mod:`.verify`.
 """
 
 from __future__ import annotations
@@ -17,11 +27,30 @@ from typing import Any
 
 from lair.bench import definitions as d
 
-__all__ = ["ABS_TOL", "REL_TOL", "check_cells", "timing_of"]
+__all__ = [
+    "ABS_TOL",
+    "MAX_STREAM_TOK_S",
+    "PROMPT_SLACK_TOKENS",
+    "PROMPT_TOLERANCE",
+    "REL_TOL",
+    "check_cells",
+    "plausibility",
+    "timing_of",
+]
 
 REL_TOL = 2e-3
 """Relative disagreement allowed between a reported number and its recomputation (rounding)."""
 ABS_TOL = 1e-2
+
+MAX_STREAM_TOK_S = 1e6
+"""Fastest decode one stream may show over its span (one token a microsecond). No engine on any
+hardware steps that fast: a decode step is at least a few GPU kernels of microseconds each, and
+speculative decoding accepts a handful of tokens a step. The real ceiling is the roofline."""
+PROMPT_TOLERANCE = 0.10
+"""How far a request's prompt tokens (the server's count) may be from its cell's context: the bench
+sizes prompts to the context within 1% with a token counter, and by a two-probe fit without one."""
+PROMPT_SLACK_TOKENS = 32
+"""...and at least this many tokens either way (a chat template's opening tokens, small contexts)."""
 
 _NUMBERS = (
     "ttft_ms_p50",
@@ -163,6 +192,107 @@ def _row_reasons(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _number(x: Any) -> float | None:
+    """``x`` as a finite float, or None (not a number, a bool, NaN or infinite)."""
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    return float(x) if math.isfinite(x) else None
+
+
+def _clocks(where: str, row: dict[str, Any]) -> list[str]:
+    send, chunks = _number(row.get("send_ms")), row.get("chunk_ms") or []
+    out = []
+    if send is None or send < 0:
+        out.append(
+            f"{where}: send_ms {row.get('send_ms')!r} is before the repeat's first send "
+            "(send times count from it: >= 0 ms)"
+        )
+    times = [_number(c) for c in chunks]
+    bad = next((i for i, t in enumerate(times) if t is None or t < 0), None)
+    if bad is not None:
+        out.append(
+            f"{where}: chunk_ms[{bad}] {chunks[bad]!r} is before the request was sent "
+            "(chunk times count from its send: >= 0 ms)"
+        )
+    elif times and times[0] == 0:
+        out.append(f"{where}: the first chunk arrives 0 ms after the send (a response takes time to arrive)")
+    return out
+
+
+def _tokens(where: str, row: dict[str, Any], ok: bool) -> list[str]:
+    tokens, chunks = row.get("chunk_tokens") or [], row.get("chunk_ms") or []
+    out = []
+    bad = next((i for i, t in enumerate(tokens) if (v := _number(t)) is None or v < 0), None)
+    if bad is not None:
+        out.append(f"{where}: chunk_tokens[{bad}] {tokens[bad]!r} is not a token count (>= 0)")
+    missing = [k for k in ("prompt_tokens", "completion_tokens") if _number(row.get(k)) is None]
+    if ok and missing:
+        out.append(
+            f"{where}: no {' or '.join(missing)}: the server's own usage counts are needed "
+            "(stream_options.include_usage)"
+        )
+    completion = _number(row.get("completion_tokens"))
+    if ok and completion is not None and len(chunks) > completion:
+        out.append(
+            f"{where}: {len(chunks)} content chunks for {completion:g} completion tokens "
+            "(every content chunk carries at least one token's text)"
+        )
+    return out
+
+
+def _speed(where: str, row: dict[str, Any]) -> list[str]:
+    """A stream no faster than one token a microsecond over its span (first to last chunk)."""
+    chunks, tokens = row.get("chunk_ms") or [], [_number(t) for t in row.get("chunk_tokens") or []]
+    if len(chunks) < 2 or not tokens or None in tokens:
+        return []
+    start, end, total = _number(chunks[0]), _number(chunks[-1]), _number(row.get("completion_tokens"))
+    total = sum(t or 0.0 for t in tokens) if total is None else total
+    if start is None or end is None or end <= start:
+        return []
+    span_s, decode = (end - start) / 1000, total - (tokens[0] or 0.0)
+    if decode / span_s <= MAX_STREAM_TOK_S:
+        return []
+    return [
+        f"{where}: {decode:g} tokens in {span_s * 1e6:.3f} us after the first chunk is "
+        f"{decode / span_s:,.0f} tok/s, past one token a microsecond"
+    ]
+
+
+def _prompt(where: str, row: dict[str, Any], ok: bool) -> list[str]:
+    got, ctx = _number(row.get("prompt_tokens")), _number(row.get("context"))
+    if not ok or got is None or ctx is None:
+        return []
+    allowed = max(PROMPT_SLACK_TOKENS, PROMPT_TOLERANCE * ctx)
+    if abs(got - ctx) <= allowed:
+        return []
+    return [
+        f"{where}: prompt_tokens {got:g} is not the cell's context {ctx:g} "
+        f"(within {PROMPT_TOLERANCE:.0%}, at least {PROMPT_SLACK_TOKENS} tokens)"
+    ]
+
+
+def plausibility(rows: list[dict[str, Any]]) -> list[str]:
+    """Every reason the raw rows are not physically possible (see the module doc), located by line."""
+    out = []
+    for i, row in enumerate(rows):
+        where = f"requests.jsonl line {i + 1}"
+        ok = not row.get("error") and bool(row.get("chunk_ms"))
+        out += _clocks(where, row) + _tokens(where, row, ok) + _speed(where, row) + _prompt(where, row, ok)
+    return out
+
+
+def _first_sends(key: tuple[int, int], reps: dict[int, list[dict[str, Any]]]) -> list[str]:
+    out = []
+    for rep, rows in sorted(reps.items()):
+        sends = [v for r in rows if (v := _number(r.get("send_ms"))) is not None]
+        if sends and not _close(min(sends), 0.0):
+            out.append(
+                f"cell ctx {key[0]} x{key[1]} repeat {rep}: its first send is at {min(sends):g} ms, not 0 "
+                "(send times count from the repeat's first send)"
+            )
+    return out
+
+
 def _grouped(rows: list[dict[str, Any]]) -> dict[tuple[int, int], dict[int, list[dict[str, Any]]]]:
     groups: dict[tuple[int, int], dict[int, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
@@ -175,7 +305,7 @@ def check_cells(bench: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list
     opts = bench.get("options") or {}
     want, force = int(opts.get("decode_tokens", 0)), bool(opts.get("force_output", True))
     interval = float(opts.get("read_interval_ms", 0.0))
-    groups, reasons, out = _grouped(rows), _row_reasons(rows), []
+    groups, reasons, out = _grouped(rows), _row_reasons(rows) + plausibility(rows), []
     cells = bench.get("cells") or []
     if not cells:
         reasons.append("results.json holds no cells")
@@ -186,6 +316,7 @@ def check_cells(bench: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list
         if not reps or any(len(v) != key[1] for v in reps.values()):
             reasons.append(f"{where}: requests.jsonl lacks its requests ({key[1]} per repeat)")
             continue
+        reasons += _first_sends(key, reps)
         again = _recompute([[timing_of(r) for r in reps[i]] for i in sorted(reps)], cell, want, force)
         bound = _client_bound(cell, interval)
         reasons += _disagreements(where, cell, again)

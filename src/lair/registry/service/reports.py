@@ -4,7 +4,8 @@
 verification: 413/422 with every reason; the same raw timings uploaded again: 409). An accepted
 report gets a row in ``reports``, its raw files in the blob store under ``reports/<id>/`` (engine logs
 with their tokens redacted, :func:`~.secrets.screen_report`; no row without its blobs, no blob without
-its row), one ``verified`` measurement per cell and one quality row per evaluated suite (verified or
+its row), one measurement per cell (``verified``, or ``reported-by-report`` with why: not physically
+checked) and one quality row per evaluated suite (verified or
 reported-by-report, :mod:`.rescore`), tied to the revision the report names; the recipe's speed
 facets (:mod:`.speeds`) are recomputed for the filters and sorts.
 """
@@ -87,10 +88,11 @@ def _duplicate(conn: Connection, digest: str) -> RegistryError | None:
 def _measurements(
     v: Verified, ids: tuple[int, int], report_id: str, user: int | None
 ) -> list[dict[str, Any]]:
-    base = {"recipe_id": ids[0], "revision_id": ids[1], "provenance": "verified", "submitted_by": user}
-    base |= {"rig_fingerprint": v.rig, "report_id": report_id, "created_at": now(), "note": ""}
+    base: dict[str, Any] = {"recipe_id": ids[0], "revision_id": ids[1], "submitted_by": user}
+    base |= {"rig_fingerprint": v.rig, "report_id": report_id, "created_at": now()}
     keys = ("context", "concurrency", "prefill_tok_s", "decode_tok_s", "decode_tok_s_per_stream", "ttft_ms")
-    return [base | {k: r[k] for k in keys} for r in v.rows]
+    tier = ("provenance", "note")  # verified, or reported-by-report and why (verify.row_tier)
+    return [base | {k: r[k] for k in (*keys, *tier)} for r in v.rows]
 
 
 def _record(

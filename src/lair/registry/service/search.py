@@ -162,9 +162,9 @@ def _decode_at(context: int | None, verified: bool) -> Any:
     """Best decode speed of a recipe's current rows (latest revision's reported + every verified one),
     or of its verified rows only."""
     m, rv = MEASUREMENTS, REVISIONS
-    current: Any = m.c.provenance != "reported"
-    if not verified:
-        current = sa.or_(rv.c.number == RECIPES.c.latest_revision, current)
+    current: Any = m.c.provenance == "verified"
+    if not verified:  # any tier: every row from a report, and the latest revision's reported ones
+        current = sa.or_(rv.c.number == RECIPES.c.latest_revision, m.c.provenance != "reported")
     where = [
         m.c.recipe_id == RECIPES.c.id,
         m.c.retracted_at.is_(None),

@@ -3,8 +3,9 @@
 the search compare.
 
 - ``best_decode_tok_s``: the best decode speed of the latest revision's reported rows and of every
-  verified or replicated row (the rows a recipe page shows);
-- ``best_verified_decode_tok_s``: the best of the verified or replicated rows only;
+  row from a report, verified or reported-by-report (the rows a recipe page shows);
+- ``best_verified_decode_tok_s``: the best of the verified (or replicated) rows only: a
+  reported-by-report row was not physically checked and never counts as verified;
 - ``verified_rows``: how many verified or replicated rows there are.
 
 Retracted rows count in none of them, nor do the rows of a hidden user (:func:`shown_submitter`):
@@ -48,11 +49,12 @@ def refresh_for_user(conn: Connection, user_id: int) -> None:
 
 def refresh_speeds(conn: Connection, recipe_id: int) -> None:
     m, rv = cast(sa.Table, Measurement.__table__), cast(sa.Table, Revision.__table__)
-    verified = m.c.provenance != "reported"
+    from_report = m.c.provenance != "reported"  # verified or reported-by-report: shown at every revision
+    verified = m.c.provenance == "verified"  # physically checked (replicated is computed from these)
     latest = sa.select(RECIPES.c.latest_revision).where(RECIPES.c.id == recipe_id).scalar_subquery()
     best, best_verified, count = conn.execute(
         sa.select(
-            sa.func.max(m.c.decode_tok_s).filter(sa.or_(verified, rv.c.number == latest)),
+            sa.func.max(m.c.decode_tok_s).filter(sa.or_(from_report, rv.c.number == latest)),
             sa.func.max(m.c.decode_tok_s).filter(verified),
             sa.func.count().filter(verified),
         )

@@ -1,10 +1,18 @@
-"""Tiers of speed rows: reported (typed by the author), verified (an accepted report from one rig),
-replicated (``MIN_RIGS`` or more distinct rigs agree within ``MAX_SPREAD``).
+"""Tiers of speed rows: reported (typed by the author), reported-by-report (an accepted report that
+could not be physically checked: its ``note`` says why), verified (an accepted report, recomputed
+from its raw timings and held under the roofline of the GPUs its fingerprint names), replicated
+(verified by ``MIN_ACCOUNTS`` or more accounts on ``MIN_RIGS`` or more distinct rigs agreeing within
+``MAX_SPREAD``).
 
 Verified rows of one revision, context and concurrency form a group. Each rig counts once (its rows
 are reduced to their median decode speed), and so does each report (a report is one rig). The
-spread is (max - min) / median of the rigs' decode speeds. Retracted rows stay in the list, struck,
-and never count.
+spread is (max - min) / median of the rigs' decode speeds. A rig fingerprint is what the uploader's
+machine said about itself, so rigs alone prove nothing: one account with two fingerprints is still
+one uploader, and never replicates itself. With two or more accounts and two or more rigs in a group
+there are always two rows from different accounts on different rigs (rows that pairwise share an
+account or a rig all share the same one), so the group is replicated when they also agree. Rows
+with no submitter count as one unknown account. Retracted rows stay in the list, struck, and never
+count.
 """
 
 from __future__ import annotations
@@ -14,23 +22,30 @@ from typing import Any
 
 from lair.bench.definitions import percentile
 
-__all__ = ["MAX_SPREAD", "MIN_RIGS", "annotate"]
+__all__ = ["MAX_SPREAD", "MIN_ACCOUNTS", "MIN_RIGS", "annotate"]
 
 MIN_RIGS = 2
+MIN_ACCOUNTS = 2
 MAX_SPREAD = 0.10
 """Largest relative spread of decode speeds across rigs that still counts as agreeing (10%)."""
 
+_CHECKED = "verified"
+"""The only stored tier that counts towards replication (a reported-by-report row was not checked)."""
 
-def _group_stats(rows: list[dict[str, Any]]) -> tuple[int, float | None]:
+
+def _group_stats(rows: list[dict[str, Any]]) -> tuple[int, int, float | None]:
+    """(rigs, accounts, spread) of a group's verified rows with a decode speed."""
     per_rig: dict[str, list[float]] = defaultdict(list)
+    accounts: set[str] = set()
     for r in rows:
         if r.get("decode_tok_s") is not None:
             per_rig[r.get("rig") or r.get("report_id") or str(r["id"])].append(float(r["decode_tok_s"]))
+            accounts.add(str(r.get("submitted_by") or "?"))
     speeds = [percentile(v, 50) for v in per_rig.values()]
     if len(speeds) < 2:
-        return len(per_rig), None
+        return len(per_rig), len(accounts), None
     mid = percentile(speeds, 50)
-    return len(per_rig), (max(speeds) - min(speeds)) / mid if mid > 0 else None
+    return len(per_rig), len(accounts), (max(speeds) - min(speeds)) / mid if mid > 0 else None
 
 
 def _links(rid: str, files: list[str]) -> dict[str, str]:
@@ -43,28 +58,30 @@ def _links(rid: str, files: list[str]) -> dict[str, str]:
     return links
 
 
+def _replicated(rigs: int, accounts: int, spread: float | None) -> bool:
+    return rigs >= MIN_RIGS and accounts >= MIN_ACCOUNTS and spread is not None and spread <= MAX_SPREAD
+
+
 def annotate(rows: list[dict[str, Any]], files: dict[str, list[str]]) -> list[dict[str, Any]]:
-    """Each row with ``tier``, ``rigs``, ``spread`` (verified rows) and ``links`` (site paths) to its
-    report's page, fingerprint, raw timings and engine log; ``files`` lists each report's raw files."""
+    """Each row with ``tier``, ``rigs``, ``accounts``, ``spread`` (verified rows) and ``links`` (site
+    paths) to its report's page, fingerprint, raw timings and engine log; ``files`` lists each
+    report's raw files. A row's ``submitted_by`` names its account."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        if r["provenance"] != "reported" and not r.get("retracted"):
+        if r["provenance"] == _CHECKED and not r.get("retracted"):
             groups[(r["revision"], r["context"], r["concurrency"])].append(r)
     out = []
     for r in rows:
-        if r["provenance"] == "reported" or not r.get("report_id"):
-            out.append(r | {"tier": r["provenance"], "rigs": None, "spread": None, "links": {}})
+        none: dict[str, Any] = {"rigs": None, "accounts": None, "spread": None}
+        if not r.get("report_id") or r["provenance"] == "reported":
+            out.append(r | {"tier": r["provenance"]} | none | {"links": {}})
             continue
-        rigs, spread = _group_stats(groups.get((r["revision"], r["context"], r["concurrency"]), []))
-        replicated = rigs >= MIN_RIGS and spread is not None and spread <= MAX_SPREAD
-        tier = "replicated" if replicated and not r.get("retracted") else "verified"
-        out.append(
-            r
-            | {
-                "tier": tier,
-                "rigs": rigs,
-                "spread": spread,
-                "links": _links(r["report_id"], files.get(r["report_id"], [])),
-            }
-        )
+        links = _links(r["report_id"], files.get(r["report_id"], []))
+        if r["provenance"] != _CHECKED:  # reported-by-report: its note says why
+            out.append(r | {"tier": r["provenance"]} | none | {"links": links})
+            continue
+        rigs, accounts, spread = _group_stats(groups.get((r["revision"], r["context"], r["concurrency"]), []))
+        replicated = _replicated(rigs, accounts, spread) and not r.get("retracted")
+        tier = "replicated" if replicated else "verified"
+        out.append(r | {"tier": tier, "rigs": rigs, "accounts": accounts, "spread": spread, "links": links})
     return out

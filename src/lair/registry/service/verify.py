@@ -9,8 +9,11 @@
    values filled in (:mod:`.asrun`);
 3. every cell agrees with its recomputation from the raw timings and is a clean measurement
    (:mod:`.recompute`);
-4. no row is above 100% of the roofline of the fingerprint's GPUs (when the registry knows the
-   model's facts and the fingerprint names a GPU; otherwise the row says why it was not rated);
+4. no row is above 100% of the roofline of the fingerprint's GPUs. A row is ``verified`` only when
+   it was physically checked: the fingerprint names GPUs the catalog knows by their whole name
+   (nvidia-smi's spellings), the registry knows the model's facts, and every figure the row holds
+   has a ceiling it stays under. Otherwise the row is accepted as ``reported-by-report`` (the
+   report's word, consistent with its raw timings) and its ``note`` says why (:func:`row_tier`);
 5. with an evaluation (``lair eval --recipe``, ``lair launch --eval``), every suite agrees with its
    per-sample records, re-scored where the registry can (:mod:`.rescore`). A report may hold an
    evaluation and no speed cells.
@@ -40,7 +43,12 @@ from lair.registry.service.report_schema import (
 )
 from lair.registry.service.rescore import SAMPLES, check_eval
 
-__all__ = ["Found", "Verified", "rig_fingerprint", "verify_report"]
+__all__ = ["BY_REPORT", "VERIFIED", "Found", "Verified", "rig_fingerprint", "row_tier", "verify_report"]
+
+VERIFIED = "verified"
+"""The tier of a row recomputed from its raw timings and physically checked on the roofline."""
+BY_REPORT = "reported-by-report"
+"""The tier of a row from an accepted report that could not be physically checked (its note says why)."""
 
 REQUIRED = ("results.json", "requests.jsonl", "fingerprint.json")
 
@@ -152,38 +160,73 @@ def _revision(
 
 
 def _ratings(recipe: Recipe, fp: dict[str, Any], cells: list[dict[str, Any]]) -> tuple[list[Any], str]:
-    """Each cell on the roofline of the GPUs the fingerprint names (never the recipe's declared ones)."""
+    """Each cell on the roofline of the GPUs the fingerprint names (never the recipe's declared ones),
+    or None for every cell and why there is no roofline (model facts unknown, no GPU or an unknown
+    one in the fingerprint)."""
     from lair.fit import Measured, layout_from_recipe, rate_row
-    from lair.registry.service.fitting import fingerprint_gpus, known_facts, roofline_hardware
+    from lair.registry.service.fitting import fingerprint_hardware, known_facts
 
     facts, why = known_facts(recipe)
     if facts is None:
         return [None] * len(cells), why
-    hw, why = roofline_hardware(fingerprint_gpus(fp), "fingerprint")
+    hw, why = fingerprint_hardware(fp)
     if hw is None:
         return [None] * len(cells), why
     layout, out = layout_from_recipe(recipe), []
     for c in cells:
         ctx, conc = int(c.get("prompt_tokens") or c["context"]), int(c["concurrency"])
         m = Measured(ctx, conc, c.get("prefill_tok_s"), c.get("decode_tok_s_per_stream"))
-        out.append(rate_row(facts, hw, layout, m, decode_is_aggregate=False).as_dict())
+        rating = rate_row(facts, hw, layout, m, decode_is_aggregate=False).as_dict()
+        out.append(rating | {"gpus": f"{hw.gpus}x {hw.device.name}"})
     return out, ""
 
 
-def _speed_rows(cells: list[dict[str, Any]], ratings: list[Any], why: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "context": c["context"],
-            "concurrency": c["concurrency"],
-            "prompt_tokens": c.get("prompt_tokens"),
-            "ttft_ms": c.get("ttft_ms_p50"),
-            "prefill_tok_s": c.get("prefill_tok_s"),
-            "decode_tok_s": c.get("decode_tok_s_aggregate"),
-            "decode_tok_s_per_stream": c.get("decode_tok_s_per_stream"),
-            "roofline": rate or {"missing": why},
-        }
-        for c, rate in zip(cells, ratings, strict=True)
+def _tier(rate: dict[str, Any] | None, why: str) -> tuple[str, str]:
+    """(tier, note) of a row that is not above its roofline: verified only when every figure it
+    holds was held against a ceiling."""
+    if rate is None:
+        return BY_REPORT, why
+    unchecked = [
+        f"{name} {rate[f'{name}_tok_s']:,.1f} tok/s has no ceiling on {rate['gpus']} "
+        "(the catalog has no figure to bound it)"
+        for name in ("decode", "prefill")
+        if rate.get(f"{name}_tok_s") is not None and not rate.get(f"{name}_roofline_tok_s")
     ]
+    if rate.get("decode_tok_s") is None and rate.get("prefill_tok_s") is None:
+        unchecked.append("no decode or prefill speed to hold against the roofline")
+    return (BY_REPORT, "not physically checked: " + "; ".join(unchecked)) if unchecked else (VERIFIED, "")
+
+
+def row_tier(recipe: Recipe, fp: dict[str, Any], cell: dict[str, Any]) -> tuple[str, str]:
+    """(tier, note) of one row from a report (``cell``: context, concurrency, prompt_tokens,
+    prefill_tok_s, decode_tok_s_per_stream) by the rules an upload follows now; a row above its
+    roofline, which an upload refuses, is ``reported-by-report`` saying so (a stored row from before
+    the rules is re-tiered, never deleted: migration 0008)."""
+    (rate,), why = _ratings(recipe, fp, [cell])
+    if rate is not None and rate["implausible"]:
+        return BY_REPORT, f"above 100% of the roofline ({rate['why']})"
+    return _tier(rate, why)
+
+
+def _speed_rows(cells: list[dict[str, Any]], ratings: list[Any], why: str) -> list[dict[str, Any]]:
+    out = []
+    for c, rate in zip(cells, ratings, strict=True):
+        tier, note = _tier(rate, why)
+        out.append(
+            {
+                "context": c["context"],
+                "concurrency": c["concurrency"],
+                "prompt_tokens": c.get("prompt_tokens"),
+                "ttft_ms": c.get("ttft_ms_p50"),
+                "prefill_tok_s": c.get("prefill_tok_s"),
+                "decode_tok_s": c.get("decode_tok_s_aggregate"),
+                "decode_tok_s_per_stream": c.get("decode_tok_s_per_stream"),
+                "roofline": rate or {"missing": why},
+                "provenance": tier,
+                "note": note,
+            }
+        )
+    return out
 
 
 def digest_of(rows: list[dict[str, Any]], doc: dict[str, Any] | None = None, samples: bytes = b"") -> str:

@@ -50,16 +50,17 @@ def _measurement() -> dict[str, Any]:
             "decode_tok_s": NUM,
             "decode_tok_s_per_stream": NUM,
             "ttft_ms": NUM,
-            "provenance": {"enum": ["reported", "verified", "replicated"]},
-            "note": {"type": "string"},
+            "provenance": {"enum": ["reported", "reported-by-report", "verified", "replicated"]},
+            "note": {"type": "string", "description": "a reported-by-report row: why it is not verified"},
             "submitted_by": STR,
             "created_at": {"type": "string"},
             "retracted": {"type": "boolean"},
             "retracted_reason": STR,
             "report_id": STR,
             "rig": STR,
-            "tier": {"enum": ["reported", "verified", "replicated"]},
+            "tier": {"enum": ["reported", "reported-by-report", "verified", "replicated"]},
             "rigs": INT,
+            "accounts": INT,
             "spread": NUM,
             "links": {"type": "object", "additionalProperties": {"type": "string"}},
         }
@@ -125,6 +126,8 @@ def _submitted() -> dict[str, Any]:
             "decode_tok_s": NUM,
             "decode_tok_s_per_stream": NUM,
             "roofline": {"type": "object", "description": "% of the roofline, or why it is missing"},
+            "provenance": {"enum": ["verified", "reported-by-report"]},
+            "note": {"type": "string", "description": "why a reported-by-report row is not verified"},
         }
     )
     quality = _obj(
