@@ -7,6 +7,9 @@ store that answers them can take over. Two ship with lair:
 - :class:`DbBlobStore`: rows of the ``blobs`` table in the registry's own database (SQLite or
   PostgreSQL), so several app processes over one PostgreSQL share them with nothing else to set up.
 
+Both write atomically (a temporary file renamed into place; one transaction per row): a failed
+``put`` (a full disk, the database gone) leaves what was there before and nothing partial.
+
 ``blob_store(spec)`` picks one by URL (``lair serve --blobs``, ``LAIR_REGISTRY_BLOBS``):
 
 - a folder path or ``file:///folder``: :class:`FileBlobStore`;
@@ -22,9 +25,11 @@ leading ``/`` is refused as not found by every store.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -73,7 +78,10 @@ def _missing(key: str) -> RegistryError:
 
 
 class FileBlobStore:
-    """Blobs as files under ``root`` (written to a temporary name, then renamed into place)."""
+    """Blobs as files under ``root``. A write is atomic: the bytes go to a temporary file of a unique
+    name in the same folder, are flushed to disk, then renamed over the key (``os.replace``); a
+    failed write (a full disk) removes its temporary file, so a key holds the old bytes or the new
+    ones, never part of them, and nothing half-written is left behind."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
@@ -81,9 +89,17 @@ class FileBlobStore:
     def put(self, key: str, data: bytes) -> None:
         path = self.root / _checked(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
 
     def get(self, key: str) -> bytes:
         path = self.root / _checked(key)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -19,9 +21,17 @@ from lair.errors import RegistryError
 from lair.registry.db.engine import connect_url, default_url, make_engine
 from lair.registry.oauth import Provider, load_providers
 from lair.registry.service.blobs import blob_store
+from lair.registry.service.outage import Unavailable, unavailable
 from lair.registry.web import pages, report_routes, routes, writes
 from lair.registry.web.cache import ResponseCache, make_versions
-from lair.registry.web.middleware import CacheMiddleware, _SecureSend, refuse_cross_site
+from lair.registry.web.middleware import (
+    HEALTH_PATH,
+    CacheMiddleware,
+    _SecureSend,
+    data_version,
+    refuse_cross_site,
+    unavailable_response,
+)
 from lair.registry.web.render import error_response
 
 __all__ = ["create_app", "factory"]
@@ -37,6 +47,8 @@ def _error(
 
 async def _registry_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RegistryError)
+    if isinstance(exc, Unavailable):
+        return unavailable_response(request.url.path, exc)
     extra = {k: v for k, v in exc.as_dict().items() if k in ("hint", "errors", "reasons")}
     return _error(request, exc.status, exc.code, exc.message, extra)
 
@@ -48,6 +60,15 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     message = "no such page" if exc.status_code == 404 else str(exc.detail)
     return _error(request, exc.status_code, _CODES.get(exc.status_code, "error"), message)
+
+
+async def _outage(request: Request, exc: Exception) -> Response:
+    """A database or disk failure that is an outage (:mod:`~lair.registry.service.outage`): 503 with
+    ``Retry-After``; any other is raised on, to the 500 handler."""
+    u = unavailable(exc)
+    if u is None:
+        raise exc
+    return unavailable_response(request.url.path, u)
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
@@ -146,6 +167,9 @@ def create_app(
         exception_handlers={
             RegistryError: _registry_error,
             HTTPException: _http_error,
+            DBAPIError: _outage,
+            sqlite3.Error: _outage,
+            OSError: _outage,
             Exception: _server_error,
         },
         lifespan=lifespan,
@@ -174,9 +198,12 @@ class _NoCache:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            if await refuse_cross_site(scope, receive, send, self.app):
-                return
-            scope.setdefault("state", {})["data_version"] = await self.versions.current()
+            if scope["path"] != HEALTH_PATH:
+                if await refuse_cross_site(scope, receive, send, self.app):
+                    return
+                if (version := await data_version(self.versions, scope, receive, send)) is None:
+                    return
+                scope.setdefault("state", {})["data_version"] = version
             send = _SecureSend(send)
         await self.app(scope, receive, send)
 

@@ -11,14 +11,39 @@ from collections.abc import MutableMapping
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from starlette.responses import Response
+
+from lair.registry.service.outage import Unavailable, unavailable
 from lair.registry.web.auth import SECURITY_HEADERS, cross_site
 from lair.registry.web.cache import Entry, ResponseCache, Versions, etag_of
 from lair.registry.web.render import error_response
 
-__all__ = ["CACHE_HEADER", "CacheMiddleware", "refuse_cross_site"]
+__all__ = ["CACHE_HEADER", "HEALTH_PATH", "CacheMiddleware", "data_version", "refuse_cross_site"]
 
 CACHE_HEADER = b"x-lair-cache"
+HEALTH_PATH = "/api/v1/health"
+"""Answered without the data version or the cache: it reports the database itself, down or up."""
 Scope = dict[str, Any]
+
+
+def unavailable_response(path: str, u: Unavailable) -> Response:
+    """The 503 envelope (an HTML page off the API) with ``Retry-After``."""
+    extra = {"hint": u.hint, "retry_after": u.retry_after}
+    resp = error_response(path, 503, u.code, u.message, extra)
+    resp.headers["retry-after"] = str(u.retry_after)
+    return resp
+
+
+async def data_version(versions: Versions, scope: Scope, receive: Any, send: Any) -> int | None:
+    """The current data version; None once a 503 was sent because the database is unavailable."""
+    try:
+        return await versions.current()
+    except Exception as exc:
+        u = unavailable(exc)
+        if u is None:
+            raise
+        await unavailable_response(scope["path"], u)(scope, receive, _SecureSend(send))
+        return None
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -58,16 +83,20 @@ class CacheMiddleware:
         self.app, self.versions, self.cache = app, versions, cache
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["path"] == HEALTH_PATH:
+            await self.app(scope, receive, _SecureSend(send) if scope["type"] == "http" else send)
             return
         if scope["method"] not in ("GET", "HEAD") or _personal(scope):
             if await refuse_cross_site(scope, receive, send, self.app):
                 return
-            scope.setdefault("state", {})["data_version"] = await self.versions.current()
+            if (current := await data_version(self.versions, scope, receive, send)) is None:
+                return
+            scope.setdefault("state", {})["data_version"] = current
             await self.app(scope, receive, _SecureSend(send))
             return
-        version = await self.versions.current()
+        version = await data_version(self.versions, scope, receive, send)
+        if version is None:
+            return
         key = b"%s\x00%s?%s" % (_header(scope, b"host") or b"", scope["raw_path"], scope["query_string"])
         hit = self.cache.get(key)
         if hit is not None and hit.version == version:

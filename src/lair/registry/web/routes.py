@@ -7,7 +7,9 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlencode
 
-from sqlalchemy import Connection
+import anyio.to_thread
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -17,9 +19,11 @@ from lair.registry.service import read, search
 from lair.registry.service.document import recipe_document, revision_document
 from lair.registry.service.fitting import fit_for, gpu_choices
 from lair.registry.service.llms import llms_txt
+from lair.registry.service.outage import unavailable
 from lair.registry.service.page import recipe_page
 from lair.registry.service.placeholders import render_with
 from lair.registry.web.auth import actor_of
+from lair.registry.web.cache import VERSION_SQL
 from lair.registry.web.openapi import openapi_document
 from lair.registry.web.render import html, json_response, text
 
@@ -225,8 +229,25 @@ async def gpus(request: Request) -> Response:
     return json_response({"ok": True, "gpus": gpu_choices()})
 
 
+def _health(engine: Engine) -> Response:
+    try:
+        with engine.connect() as conn:
+            version = int(conn.execute(sa.text(VERSION_SQL)).scalar_one())
+    except Exception as exc:
+        u = unavailable(exc)
+        if u is None:
+            raise
+        body = {"ok": False, "database": "unavailable", "retry_after": u.retry_after, "error": u.as_dict()}
+        resp = json_response(body, status=503, cacheable=False)
+        resp.headers["retry-after"] = str(u.retry_after)
+        return resp
+    return json_response({"ok": True, "database": "ok", "version": version}, cacheable=False)
+
+
 async def health(request: Request) -> Response:
-    return json_response({"ok": True, "version": request.scope["state"]["data_version"]}, cacheable=False)
+    """``{"ok", "database", "version"}``; 503 with ``Retry-After`` while the database is down. Its
+    own query on a worker thread: a stalled database never holds the event loop."""
+    return await anyio.to_thread.run_sync(_health, request.app.state.engine)
 
 
 async def openapi(request: Request) -> Response:

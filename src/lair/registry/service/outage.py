@@ -1,0 +1,102 @@
+"""When the registry cannot answer for a while: its database is unreachable or its disk is full.
+
+:func:`unavailable` maps such a failure to :class:`Unavailable`, a ``RegistryError`` 503
+``unavailable`` with the seconds a client should wait (the web layer sends them as ``Retry-After``):
+
+- the database unreachable, restarting or shut down: SQLAlchemy's ``OperationalError`` and
+  ``InterfaceError`` on PostgreSQL, any DBAPI error that invalidated its connection, and psycopg's
+  own errors (the response cache reads the data version on its own connection);
+- a SQLite database locked past its busy timeout, unable to open, or failing I/O;
+- a full disk or an exceeded quota (``ENOSPC``, ``EDQUOT``) under the blob store or the database
+  (SQLite's "database or disk is full", PostgreSQL's ``disk_full``).
+
+Anything else is a bug, not an outage: it stays a 500. The message names what is down, never the
+driver's text (which can hold the database's host, user or file path).
+"""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+
+from sqlalchemy import exc as sa_exc
+
+from lair.errors import RegistryError
+
+__all__ = ["DATABASE_RETRY_S", "DISK_RETRY_S", "Unavailable", "unavailable"]
+
+DATABASE_RETRY_S = 5
+"""A database restart or failover takes seconds."""
+DISK_RETRY_S = 60
+"""A full disk needs an operator."""
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+_SQLITE_DOWN = ("locked", "busy", "unable to open", "disk i/o", "readonly")
+_SQLITE_FULL = ("disk is full",)
+
+
+class Unavailable(RegistryError):
+    """503 ``unavailable``: try again after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, *, retry_after: int, hint: str = "") -> None:
+        super().__init__(503, "unavailable", message, hint=hint)
+        self.retry_after = retry_after
+
+    def as_dict(self) -> dict[str, object]:
+        return super().as_dict() | {"retry_after": self.retry_after}
+
+
+def _database() -> Unavailable:
+    return Unavailable(
+        "the registry's database is unavailable",
+        retry_after=DATABASE_RETRY_S,
+        hint=f"try again in {DATABASE_RETRY_S} s",
+    )
+
+
+def _disk() -> Unavailable:
+    return Unavailable(
+        "the registry's disk is full",
+        retry_after=DISK_RETRY_S,
+        hint="nothing was stored; try again later",
+    )
+
+
+def _psycopg(exc: BaseException) -> Unavailable | None:
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg ships with lair
+        return None
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return _disk()
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return _database()
+    return None
+
+
+def _sqlite(exc: sqlite3.Error) -> Unavailable | None:
+    text = str(exc).lower()
+    if any(w in text for w in _SQLITE_FULL):
+        return _disk()
+    if isinstance(exc, sqlite3.OperationalError) and any(w in text for w in _SQLITE_DOWN):
+        return _database()
+    return None
+
+
+def unavailable(exc: BaseException) -> Unavailable | None:
+    """The 503 that ``exc`` stands for, or None when it is no outage."""
+    if isinstance(exc, Unavailable):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in _FULL:
+        return _disk()
+    if isinstance(exc, sa_exc.DBAPIError):
+        inner = exc.orig
+        if isinstance(inner, sqlite3.Error):
+            return _sqlite(inner)
+        if inner is not None and (found := _psycopg(inner)) is not None:
+            return found
+        if exc.connection_invalidated or isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError):
+            return _database()
+        return None
+    if isinstance(exc, sqlite3.Error):
+        return _sqlite(exc)
+    return _psycopg(exc)
