@@ -94,7 +94,11 @@ class Client:
             with self.opener.open(req, timeout=self.timeout_s) as resp:
                 return int(resp.status), bytes(resp.read())
         except urllib.error.HTTPError as exc:
-            raise _error(exc.code, exc.read(), url) from None
+            error = _error(exc.code, exc.read(), url)
+            if exc.code == 401 and not self.creds.token:  # the server's hint is for HTTP clients
+                base = self.creds.url
+                error.hint = f"log in with a token: lair login {base} (create one at {base}/account)"
+            raise error from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise RegistryError(

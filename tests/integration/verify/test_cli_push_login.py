@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -208,3 +209,19 @@ def test_account_token_form_defaults_to_publish(site: tuple[str, str]) -> None:
     options = page[page.index('<select name="scope">') : page.index("</select>")]
     assert '<option value="read">read</option>' in options
     assert '<option value="publish" selected>publish</option>' in options
+
+
+def test_push_without_a_token_says_how_to_log_in(site: tuple[str, str], tmp_path: Path) -> None:
+    base, _ = site
+    env = {"LAIR_REGISTRY": base, "LAIR_TOKEN": "", "LAIR_HOME": str(tmp_path)}
+    f = tmp_path / "anon.toml"
+    assert lair("new", str(f), "--title", "Nobody's", env=env).returncode == 0
+    before = f.read_text()
+    res = lair("push", str(f), "-y", env=env)
+    assert res.returncode == 5 and "error: sign in first" in res.stderr, res.stderr
+    assert f"hint: log in with a token: lair login {base} (create one at {base}/account)" in res.stderr
+    assert f.read_text() == before  # no slug written: nothing was published
+    with pytest.raises(urllib.error.HTTPError) as gone:
+        _get(f"{base}/api/v1/recipes/nobody-s.json")
+    gone.value.close()
+    assert gone.value.code == 404
