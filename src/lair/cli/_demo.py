@@ -130,7 +130,7 @@ def _bench_and_submit(folder: Path, url: str, token: str) -> int:
 
 def _wait_for_ctrl_c(url: str, proc: subprocess.Popen[bytes]) -> None:
     err("")
-    err(f"the registry: {url}/   the tiny recipe's verified row: {url}/recipes/tiny-cpu#performance")
+    err(f"the registry: {url}/   the tiny recipe's row: {url}/recipes/tiny-cpu#performance")
     err("Ctrl-C stops it")
     while proc.poll() is None:
         time.sleep(0.5)

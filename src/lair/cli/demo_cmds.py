@@ -3,7 +3,8 @@
 1. a registry on a fresh SQLite file (``lair serve``, seeded with the bundled examples);
 2. the bundled tiny-cpu recipe launched and benchmarked on llama.cpp (``lair launch --bench``);
 3. its report submitted (``--submit``): the registry recomputes and checks it, then stores it;
-4. the site stays up, the tiny recipe's page showing the verified row beside the seeded examples,
+4. the site stays up, the tiny recipe's page showing its row beside the seeded examples (a CPU-only
+   rig: reported-by-report, recomputed from the raw timings with no roofline to check it against),
    until Ctrl-C, which stops the server and its workers (nothing is left running).
 
 Every step is a real ``lair`` process; the demo folder (database, blobs, report) is removed at the
@@ -23,7 +24,7 @@ def register(sub: Any) -> None:
         "demo",
         help="launch + bench the tiny recipe, submit the report to a local registry, serve the site",
         description="Serve a local registry (SQLite), launch and benchmark the bundled tiny-cpu recipe, "
-        "submit its report (verified by the registry) and keep the site up until Ctrl-C.",
+        "submit its report (checked by the registry) and keep the site up until Ctrl-C.",
     )
     p.add_argument("--port", type=int, default=8780, help="registry port (default 8780)")
     p.add_argument("--keep", action="store_true", help="keep the demo folder (database, report) at the end")

@@ -1,6 +1,7 @@
 """The issue's end-to-end flow through the real ``lair`` command: ``lair serve`` (SQLite) up;
 ``lair launch examples/tiny-cpu/recipe.toml --bench --submit``; the recipe page in Chromium shows the
-verified row with links to the fingerprint and the raw logs; ``lair pull`` returns the same revision
+report's row (reported-by-report: a CPU-only rig) with links to the fingerprint and the raw logs;
+``lair pull`` returns the same revision
 hash (and the file is untrusted); a second submit of the same report is refused as a duplicate."""
 
 from __future__ import annotations
@@ -44,13 +45,14 @@ def _artifacts(tmp_path: Path) -> Path:
 def _check_page(browser: object, base: str, report: Path, tmp_path: Path) -> None:
     page = browser.new_page()  # type: ignore[attr-defined]
     page.goto(f"{base}/recipes/tiny-cpu")
-    row = page.locator('tr[data-provenance="verified"]')
+    row = page.locator('tr[data-provenance="reported-by-report"]')  # a CPU-only rig: not physically checked
     assert row.count() == 1
-    assert row.locator("td.tier").get_attribute("data-tier") == "verified"
-    assert "1 rig" in row.locator("td.tier").inner_text()
+    assert row.locator("td.tier").get_attribute("data-tier") == "reported-by-report"
+    assert "not verified: no roofline: the fingerprint names no GPU" in row.locator("td.tier").inner_text()
+    assert "rig" not in row.locator("td.tier").inner_text()  # rigs count verified rows only
     cell = json.loads((report / "results.json").read_text())["bench"]["cells"][0]
     assert f"{cell['decode_tok_s_aggregate']:,.1f} tok/s" in row.inner_text()
-    page.screenshot(path=str(_artifacts(tmp_path) / "recipe-tiny-cpu-verified.png"), full_page=True)
+    page.screenshot(path=str(_artifacts(tmp_path) / "recipe-tiny-cpu-report-row.png"), full_page=True)
     fp_href, log_href = (
         row.locator("a.fingerprint").get_attribute("href"),
         row.locator("a.logs").get_attribute("href"),

@@ -1,6 +1,7 @@
 """``lair demo``: one command serves a registry, launches and benchmarks the tiny recipe, submits its
-report and keeps the site up with the verified row beside the seeded examples; Ctrl-C (SIGINT to the
-demo's process group, as a terminal sends it) stops everything: no process, no open port, no folder."""
+report and keeps the site up with its row (reported-by-report: a CPU-only rig) beside the seeded
+examples; Ctrl-C (SIGINT to the demo's process group, as a terminal sends it) stops everything: no
+process, no open port, no folder."""
 
 from __future__ import annotations
 
@@ -38,10 +39,10 @@ def _wait_verified(base: str, proc: subprocess.Popen[bytes], log: Path, timeout_
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"the demo exited early:\n{log.read_text()}"
         page = _get(f"{base}/recipes/tiny-cpu")
-        if page and 'data-tier="verified"' in page:
+        if page and 'data-tier="reported-by-report"' in page:  # a CPU-only rig: not physically checked
             return page
         time.sleep(0.5)
-    raise TimeoutError(f"the verified row never appeared:\n{log.read_text()}")
+    raise TimeoutError(f"the report's row never appeared:\n{log.read_text()}")
 
 
 def _processes_mentioning(text: str) -> list[str]:
@@ -108,7 +109,7 @@ def test_demo_serves_the_verified_row_and_ctrl_c_leaves_nothing(lair_home: Path,
         page = _wait_verified(base, proc, log)
         listed = json.loads(_get(f"{base}/api/v1/recipes") or "{}")["items"]
         assert {i["slug"] for i in listed} >= {"tiny-cpu", *_seeded(tmp_path)}
-        assert re.search(r'<tr class="[^"]*" data-provenance="verified">', page)
+        assert re.search(r'<tr class="[^"]*" data-provenance="reported-by-report">', page)
     except BaseException:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
