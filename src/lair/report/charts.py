@@ -43,8 +43,9 @@ Tier = Literal["measured", "verified", "reported", "roofline"]
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 ROOFLINE_GREY = "#4b5563"
 _FONT = "DejaVu Sans, Verdana, Arial, sans-serif"
-_WIDTH_IN, _HEIGHT_IN = 5.2, 3.0  # 374 x 216 pt: readable at 390 px phones and 540 px on desktops
-_LEGEND_ROW_IN = 0.21
+_WIDTH_IN, _HEIGHT_IN = 5.2, 3.1  # 374 x 223 pt (viewBox units); the page's CSS scales it to fit
+_TICK_PT, _LEGEND_PT = 11, 10  # shown at 0.9x on a 390 px phone, 1.3x in a 500 px desktop column
+_LEGEND_ROW_IN = 0.23
 _DASHES = {"measured": "-", "verified": "-", "reported": (0, (5, 3)), "roofline": (0, (1, 2))}
 _STYLE_NAMES = {"verified": "verified (solid)", "reported": "reported (dashed)"}
 
@@ -81,7 +82,9 @@ def nice_ticks(top: float, count: int = 5) -> list[float]:
 
 
 def value_label(v: float) -> str:
-    """A y tick or bar value: 0, 2.5, 150, 1.5k, 12k."""
+    """A y tick or bar value: 0, 2.5, 150, 1.5k, 12k, 3M."""
+    if v >= 1_000_000:
+        return f"{v / 1e6:,.1f}M".replace(".0M", "M")
     if v >= 10_000:
         return f"{v / 1000:,.0f}k"
     if v >= 1000:
@@ -121,6 +124,18 @@ def _gid(kind: str, **data: object) -> str:
     return "lair-" + kind + "".join(f"--{k}={v}" for k, v in data.items())
 
 
+_ROOF_SPAN = 3.0  # a ceiling above 3x the fastest measurement runs off the axis, so the data stays readable
+
+
+def _top(chart: Chart) -> tuple[float, bool]:
+    """The highest value the y axis must show, and whether a roofline runs above it."""
+    measured = [y for s in chart.series if s.tier != "roofline" for _, y in s.points]
+    highest = max(y for s in chart.series for _, y in s.points)
+    if measured and highest > _ROOF_SPAN * max(measured):
+        return _ROOF_SPAN * max(measured), True
+    return highest, False
+
+
 def _legend_entries(chart: Chart, colours: dict[int | None, str]) -> list[tuple[str, dict[str, Any]]]:
     """(label, Line2D keyword arguments) of each legend entry: colours first, then styles."""
     out: list[tuple[str, dict[str, Any]]] = []
@@ -131,16 +146,17 @@ def _legend_entries(chart: Chart, colours: dict[int | None, str]) -> list[tuple[
     for tier in [t for t in ("verified", "reported") if t in tiers]:
         out.append((_STYLE_NAMES[tier], {"color": "#374151", "linestyle": _DASHES[tier]}))
     if "roofline" in tiers:
-        label = "\n".join(textwrap.wrap(f"{chart.roofline_label} (dotted)", 30))
+        above = ", partly above the axis" if _top(chart)[1] else ""
+        label = "\n".join(textwrap.wrap(f"{chart.roofline_label} (dotted{above})", 30))
         out.append((label, {"color": "#374151", "linestyle": _DASHES["roofline"]}))
     return out
 
 
 def _legend_layout(labels: list[str]) -> tuple[int, int]:
     """(columns, lines of text per column at most) for the most columns whose entries fit across the
-    figure: matplotlib fills a legend column by column, each as wide as its widest entry (about
-    5.3 pt a character at 9 pt, 40 pt of handle)."""
-    widths = [40 + 5.3 * max(len(line) for line in s.split("\n")) for s in labels]
+    figure: matplotlib fills a legend column by column, each as wide as its widest entry (DejaVu
+    Sans averages 0.6 em a character; the handle and gaps take about 4 em)."""
+    widths = [_LEGEND_PT * (4 + 0.6 * max(len(line) for line in s.split("\n"))) for s in labels]
     lines = [s.count("\n") + 1 for s in labels]
     for ncols in range(len(labels), 0, -1):
         rows = math.ceil(len(labels) / ncols)
@@ -159,7 +175,7 @@ def _line(ax: Axes, s: Series, colour: str) -> None:
         return
     hollow = s.tier == "reported"
     ax.plot(
-        xs, ys, color=colour, linestyle=_DASHES[s.tier], linewidth=1.8, marker="o", markersize=4.5,
+        xs, ys, color=colour, linestyle=_DASHES[s.tier], linewidth=1.8, marker="o", markersize=5,
         markerfacecolor="white" if hollow else colour, markeredgecolor=colour, gid=gid,
     )  # fmt: skip
 
@@ -194,11 +210,12 @@ def _draw_lines(ax: Axes, chart: Chart, colours: dict[int | None, str]) -> None:
 def _draw_bars(ax: Axes, chart: Chart, colours: dict[int | None, str]) -> None:
     """One context: a group per concurrency, a bar per tier with its value, the ceiling dotted above."""
     (ctx,) = {x for s in chart.series for x, _ in s.points}
-    concs = sorted({s.concurrency for s in chart.series}, key=lambda c: (c is None, c or 0))
-    top = max(y for s in chart.series for _, y in s.points)
+    measured = [s for s in chart.series if s.tier != "roofline"]
+    concs = sorted({s.concurrency for s in measured}, key=lambda c: (c is None, c or 0))
+    lift = _top(chart)[0] * 0.02
     for g, conc in enumerate(concs):
-        bars = [s for s in chart.series if s.concurrency == conc and s.tier != "roofline"]
-        width = 0.7 / max(len(bars), 1)
+        bars = [s for s in measured if s.concurrency == conc]
+        width = 0.7 / len(bars)
         for i, s in enumerate(bars):
             x, v = g - 0.35 + width * (i + 0.5), s.points[0][1]
             gid = _gid("series", concurrency=conc if conc is not None else "all", tier=s.tier)
@@ -208,12 +225,18 @@ def _draw_bars(ax: Axes, chart: Chart, colours: dict[int | None, str]) -> None:
                 linestyle="--" if hollow else "-", linewidth=1.5, gid=gid,
             )  # fmt: skip
             ax.text(
-                x, v + top * 0.02, value_label(v), ha="center", va="bottom", fontsize=8.5, gid=_gid("value")
+                x,
+                v + lift,
+                f"{v:,.0f}" if v >= 100 or v == int(v) else f"{v:,.1f}",
+                ha="center",
+                va="bottom",
+                fontsize=_LEGEND_PT,
+                gid=_gid("value"),
             )
         for s in [s for s in chart.series if s.tier == "roofline" and s.concurrency in (conc, None)]:
-            gid = _gid("series", concurrency=conc if conc is not None else "all", tier="roofline")
-            y = s.points[0][1]
-            ax.plot([g - 0.4, g + 0.4], [y, y], color=colours[conc], linestyle=_DASHES["roofline"], gid=gid)
+            gid = _gid("series", concurrency=s.concurrency or "all", tier="roofline")
+            y, colour = s.points[0][1], colours[s.concurrency]
+            ax.plot([g - 0.4, g + 0.4], [y, y], color=colour, linestyle=_DASHES["roofline"], gid=gid)
     ax.set_xlim(-0.6, len(concs) - 0.4)
     ax.set_xticks(range(len(concs)), [_streams(c) for c in concs])
     ax.set_xlabel(f"context {context_label(ctx)} tokens", gid=_gid("xlabel"))
@@ -226,10 +249,10 @@ _RC: dict[Any, Any] = {  # Any keys: matplotlib types them as a Literal of every
     "svg.hashsalt": "lair-chart",  # ids from a fixed salt: the same chart, the same bytes
     "text.parse_math": False,  # a "$" in a label is a dollar sign, not TeX
     "font.family": "DejaVu Sans",  # matplotlib's bundled font: the layout's metrics match the browser's
-    "font.size": 10,
-    "axes.titlesize": 11,
-    "axes.labelsize": 10,
-    "legend.fontsize": 9,
+    "font.size": _TICK_PT,
+    "axes.titlesize": 12,
+    "axes.labelsize": _TICK_PT,
+    "legend.fontsize": _LEGEND_PT,
     "axes.spines.top": False,
     "axes.spines.right": False,
     "path.simplify": True,
@@ -247,7 +270,7 @@ def _figure(chart: Chart) -> bytes:
     with rc_context(_RC):
         fig = Figure(figsize=(_WIDTH_IN, _HEIGHT_IN + _LEGEND_ROW_IN * rows), layout="constrained")
         ax = fig.add_subplot()
-        top = max(y for s in chart.series for _, y in s.points)
+        top = _top(chart)[0]
         single = len({x for s in chart.series for x, _ in s.points}) == 1
         (_draw_bars if single else _draw_lines)(ax, chart, colours)
         _y_axis(ax, chart, top * (1.12 if single else 1.0))
@@ -300,11 +323,12 @@ def _presentation(el: ET.Element) -> None:
 
 
 def _classify(el: ET.Element) -> None:
-    """A ``lair-KIND--k=v`` id (matplotlib writes an artist's gid as the id) -> ``class`` + ``data-k``."""
+    """A ``lair-KIND--k=v`` id (matplotlib writes an artist's gid as the id) -> ``data-part="KIND"`` and
+    ``data-k="v"`` on its text (or itself); not a class, which the page's own CSS could style."""
     kind, *pairs = el.attrib.pop("id")[len("lair-") :].split("--")
     texts = list(el.iter(f"{{{_SVG}}}text"))
     for target in texts or [el]:
-        target.set("class", kind)
+        target.set("data-part", kind)
         for pair in pairs:
             k, _, v = pair.partition("=")
             target.set(f"data-{k}", v)

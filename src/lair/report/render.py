@@ -154,7 +154,7 @@ _CSS = (
     "body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse}"
     "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f3f3f3}"
     "td:last-child{text-align:left}.muted{color:#666}"
-    "svg.chart{display:block;margin:1em 0;width:100%;max-width:540px;height:auto}"
+    "svg.chart{display:block;margin:1em 0;width:100%;max-width:500px;height:auto}"
 )
 
 

@@ -42,12 +42,12 @@ def _series(svg: ET.Element) -> dict[tuple[str, str], ET.Element]:
     return {
         (g.get("data-concurrency", ""), g.get("data-tier", "")): g
         for g in svg.iter(f"{SVG}g")
-        if g.get("class") == "series"
+        if g.get("data-part") == "series"
     }
 
 
 def _texts(svg: ET.Element, cls: str) -> list[str]:
-    return [t.text or "" for t in svg.iter(f"{SVG}text") if t.get("class") == cls]
+    return [t.text or "" for t in svg.iter(f"{SVG}text") if t.get("data-part") == cls]
 
 
 def _values(svg: ET.Element, group: ET.Element) -> list[float]:
@@ -55,7 +55,7 @@ def _values(svg: ET.Element, group: ET.Element) -> list[float]:
     marks = {
         float(g.get("data-value", "")): float(next(g.iter(f"{SVG}use")).get("y", ""))
         for g in svg.iter(f"{SVG}g")
-        if g.get("class") == "ytick-mark"
+        if g.get("data-part") == "ytick-mark"
     }
     (v0, y0), (v1, y1) = min(marks.items()), max(marks.items())
     path = next(p for p in group.iter(f"{SVG}path") if p.get("fill") == "none")

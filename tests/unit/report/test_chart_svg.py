@@ -30,7 +30,7 @@ def _chart(label: str = "", roofline: str = "roofline, 1x NVIDIA GeForce RTX 409
 
 
 def _texts(svg: ET.Element, cls: str) -> list[str]:
-    return [t.text or "" for t in svg.iter(f"{SVG}text") if t.get("class") == cls]
+    return [t.text or "" for t in svg.iter(f"{SVG}text") if t.get("data-part") == cls]
 
 
 def _dash(group: ET.Element) -> list[float] | None:
@@ -66,7 +66,7 @@ def test_axes_start_at_zero_with_units_and_the_context_labels() -> None:
 
 def test_one_series_per_concurrency_and_tier_styled_apart() -> None:
     svg = ET.fromstring(render(_chart()))
-    groups = [g for g in svg.iter(f"{SVG}g") if g.get("class") == "series"]
+    groups = [g for g in svg.iter(f"{SVG}g") if g.get("data-part") == "series"]
     keys = [(g.get("data-concurrency"), g.get("data-tier")) for g in groups]
     assert sorted(keys) == sorted((str(c), t) for c in (1, 4) for t in ("verified", "reported", "roofline"))
     colours = {g.get("data-concurrency"): set() for g in groups}
@@ -114,6 +114,9 @@ def test_safe_to_inline_under_a_strict_csp() -> None:
     assert "<!--" not in out and "<?xml" not in out and "DOCTYPE" not in out and "metadata" not in out
     assert "http://" not in out.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert svg.get("class") == "chart" and svg.get("role") == "img" and svg.get("aria-label")
+    assert [el for el in svg.iter() if el.get("class")] == [
+        svg
+    ]  # the page's CSS (.legend...) can't restyle a part
     assert "width" not in svg.attrib and svg.get("viewBox")  # the page's CSS sizes it
 
 
@@ -145,3 +148,38 @@ def test_matplotlib_is_imported_only_when_a_chart_is_drawn() -> None:
     code = "import sys, lair.report.charts, lair.report.render; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_far_ceiling_runs_off_the_axis_and_the_legend_says_so() -> None:
+    # a tiny model on a big GPU: the ceiling is 1,000x the measurement; the axis stops at 3x the fastest
+    measured = [(float(c), 40.0 - i) for i, c in enumerate(CONTEXTS)]
+    ceiling = [(float(c), 400_000.0 / (i + 1)) for i, c in enumerate(CONTEXTS)]
+    chart = Chart("decode", "decode", "tok/s", [Series(1, measured), Series(1, ceiling, tier="roofline")])
+    svg = ET.fromstring(render(chart))
+    assert _texts(svg, "ytick") == ["0", "25", "50", "75", "100", "125"]  # 3 x 40 = 120 in steps of 2.5 x 10
+    assert " ".join(_texts(svg, "legend")) == "1 stream roofline (dotted, partly above the axis)"
+    near = Chart("decode", "decode", "tok/s", [Series(1, measured), Series(1, measured[:1], tier="roofline")])
+    assert "above the axis" not in render(near)
+
+
+def test_value_labels_shorten_thousands_and_millions() -> None:
+    from lair.report.charts import value_label
+
+    assert [value_label(v) for v in (0, 2.5, 150, 1500, 2000, 12_000, 150_000, 2_500_000, 3e6)] == [
+        "0", "2.5", "150", "1.5k", "2k", "12k", "150k", "2.5M", "3M",
+    ]  # fmt: skip
+
+
+def test_one_context_is_bars_and_a_shared_ceiling_spans_every_group() -> None:
+    series = [
+        Series(1, [(40960.0, 7000.0)], tier="reported"),
+        Series(4, [(40960.0, 9000.0)], tier="verified"),
+        Series(None, [(40960.0, 12000.0)], tier="roofline"),
+    ]
+    svg = ET.fromstring(render(Chart("prefill", "prefill", "tok/s", series)))
+    assert _texts(svg, "xtick") == ["1 stream", "4 streams"]  # no empty group for the shared ceiling
+    assert _texts(svg, "xlabel") == ["context 40K tokens"] and _texts(svg, "value") == ["7,000", "9,000"]
+    parts = [
+        (g.get("data-concurrency"), g.get("data-tier")) for g in svg.iter(f"{SVG}g") if g.get("data-part")
+    ]
+    assert parts.count(("all", "roofline")) == 2  # the ceiling drawn over both groups

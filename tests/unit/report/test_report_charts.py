@@ -45,7 +45,7 @@ def _svgs(page: str) -> list[ET.Element]:
 
 
 def _texts(svg: ET.Element, cls: str) -> list[str]:
-    return [t.text or "" for t in svg.iter(f"{SVG}text") if t.get("class") == cls]
+    return [t.text or "" for t in svg.iter(f"{SVG}text") if t.get("data-part") == cls]
 
 
 def test_nice_ticks_start_at_zero_and_cover_the_top() -> None:
@@ -55,7 +55,7 @@ def test_nice_ticks_start_at_zero_and_cover_the_top() -> None:
 
 
 def _series(svg: ET.Element) -> list[dict[str, str]]:
-    return [dict(g.attrib) for g in svg.iter(f"{SVG}g") if g.get("class") == "series"]
+    return [dict(g.attrib) for g in svg.iter(f"{SVG}g") if g.get("data-part") == "series"]
 
 
 def test_charts_have_zero_ticks_units_and_a_legend() -> None:
