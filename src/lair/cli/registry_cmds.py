@@ -70,7 +70,17 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--public-url",
         metavar="URL",
-        help="base URL shown in pages and agent prompts (default: from the request)",
+        help="base URL of every absolute link (pages, JSON, llms.txt, OpenAPI); requests for another "
+        "host name get 400 (default: LAIR_REGISTRY_PUBLIC_URL)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name to answer for, repeatable (*.example.org for subdomains); others get 400 "
+        "(default: LAIR_REGISTRY_ALLOWED_HOSTS, plus localhost when bound to a loopback address; with "
+        "neither this nor --public-url every name is answered and links are relative)",
     )
     p.add_argument(
         "--no-seed", action="store_true", help="do not seed the bundled examples into an empty database"
@@ -185,4 +195,5 @@ def cmd_serve(args: argparse.Namespace) -> int:
         seed=not args.no_seed,
         oauth=_oauth_settings(args),
         blobs=args.blobs,
+        allowed_hosts=args.allowed_host,
     )

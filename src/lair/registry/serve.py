@@ -1,21 +1,22 @@
 """``lair serve``: migrate, seed an empty database, then run granian with N workers.
 
 Each worker builds its own app from the environment (``LAIR_REGISTRY_DB``, ``LAIR_REGISTRY_PUBLIC_URL``,
-``LAIR_REGISTRY_BLOBS``, the sign-in providers' ``LAIR_REGISTRY_GITHUB_*`` / ``LAIR_REGISTRY_HUGGINGFACE_*``):
-processes share nothing but the database, so any number of them, on any number of machines over one
-PostgreSQL, serve the same data.
+``LAIR_REGISTRY_ALLOWED_HOSTS``, ``LAIR_REGISTRY_BLOBS``, the sign-in providers'
+``LAIR_REGISTRY_GITHUB_*`` / ``LAIR_REGISTRY_HUGGINGFACE_*``): processes share nothing but the
+database, so any number of them, on any number of machines over one PostgreSQL, serve the same data.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 
 from lair.registry.db.engine import connect_url, default_url, make_engine, migrate
 
-__all__ = ["configure_oauth", "prepare", "serve"]
+__all__ = ["configure_oauth", "host_names", "prepare", "serve"]
 
 
 def err(msg: str) -> None:
@@ -57,6 +58,33 @@ def _check_blobs(spec: str | None, url: str) -> None:
         engine.dispose()
 
 
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def host_names(host: str, allowed: Sequence[str]) -> list[str]:
+    """The host names the workers answer for (``LAIR_REGISTRY_ALLOWED_HOSTS``): ``allowed`` (and
+    ``LAIR_REGISTRY_ALLOWED_HOSTS`` already set), the loopback names when bound to a loopback
+    address; the public URL's host is added by each app. None given: every name, with relative links
+    (see :mod:`lair.registry.web.hosts`)."""
+    from lair.registry.web.hosts import LOOPBACK
+
+    names = [
+        n.strip()
+        for spec in [os.environ.get("LAIR_REGISTRY_ALLOWED_HOSTS", ""), *allowed]
+        for n in spec.split(",")
+    ]
+    names = [n for n in names if n]
+    if _is_loopback(host):
+        names += [n for n in LOOPBACK if n not in names]
+    return names
+
+
 def serve(
     db: str | None,
     *,
@@ -67,11 +95,22 @@ def serve(
     seed: bool = True,
     oauth: dict[str, str] | None = None,
     blobs: str | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> int:
     from granian import Granian
     from granian.constants import Interfaces
 
+    from lair.errors import RegistryError
+
     providers = configure_oauth(oauth or {})
+    names = host_names(host, allowed_hosts)
+    if providers and not (public_url or os.environ.get("LAIR_REGISTRY_PUBLIC_URL") or names):
+        raise RegistryError(
+            422,
+            "invalid",
+            "sign-in providers need the registry's own address for their callback URL",
+            hint="give --public-url URL (or --allowed-host NAME)",
+        )
     url, added = prepare(db, seed=seed)
     _check_blobs(blobs, url)
     if added:
@@ -81,6 +120,8 @@ def serve(
         os.environ["LAIR_REGISTRY_PUBLIC_URL"] = public_url
     if blobs:
         os.environ["LAIR_REGISTRY_BLOBS"] = blobs
+    if names:
+        os.environ["LAIR_REGISTRY_ALLOWED_HOSTS"] = ",".join(names)
     err(
         f"serving {url.split('@')[-1]} on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})"
         + (f"; sign-in with {', '.join(providers)}" if providers else "")

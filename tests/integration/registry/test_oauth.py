@@ -328,7 +328,7 @@ def test_a_provider_that_is_down_at_sign_in_start_is_an_error_on_the_page(tmp_pa
         "LAIR_REGISTRY_HUGGINGFACE_ISSUER": dead,
     }
     url, _ = prepare(str(tmp_path / "r.sqlite3"), seed=False)
-    with TestClient(create_app(url, oauth=load_providers(env))) as c:
+    with TestClient(create_app(url, oauth=load_providers(env), allowed_hosts=["testserver"])) as c:
         resp = c.get("/auth/huggingface/login", follow_redirects=False)
     assert resp.status_code == 502
     assert "Hugging Face sign-in failed: Hugging Face is unavailable (ConnectError)" in resp.text
@@ -349,8 +349,8 @@ def test_a_sign_in_started_on_one_process_finishes_on_another(tmp_path: Path) ->
             "LAIR_REGISTRY_GITHUB_USERINFO_URL": gh.url("user"),
         }
         with (
-            TestClient(create_app(url, oauth=load_providers(env))) as one,
-            TestClient(create_app(url, oauth=load_providers(env))) as two,
+            TestClient(create_app(url, oauth=load_providers(env), allowed_hosts=["testserver"])) as one,
+            TestClient(create_app(url, oauth=load_providers(env), allowed_hosts=["testserver"])) as two,
             httpx.Client() as outside,
         ):
             to_provider = one.get("/auth/github/login", follow_redirects=False)

@@ -221,7 +221,9 @@ def test_the_public_url_is_this_site_and_the_uncached_app_checks_too(world: Worl
     """Behind a TLS-terminating proxy the browser's Origin is the public URL, not the request's own
     scheme and host; the app without its response cache runs the same check."""
     app = create_app(world.db, public_url="https://registry.example/", cache_bytes=0)
-    client = TestClient(app, cookies={"lair_session": world.cookie})
+    client = TestClient(
+        app, "http://registry.example", cookies={"lair_session": world.cookie}
+    )  # the proxy's Host
     vote, token = f"/api/v1/recipes/{SLUG}/vote", {"x-csrf-token": world.csrf}
     public = client.put(vote, headers=token | {"origin": "https://registry.example"})
     assert public.json() == {"ok": True, "votes": 1}

@@ -45,7 +45,9 @@ def test_migrate_seed_and_export_static(tmp_path: Path, capsys: pytest.CaptureFi
         f"recipes/{SLUG_000}/revisions/1/index.html",
     ):
         assert want in files, want
-    with TestClient(create_app(db, public_url="https://recipes.example")) as client:
+    with TestClient(
+        create_app(db, public_url="https://recipes.example"), "https://recipes.example"
+    ) as client:
         live = client.get(f"/api/v1/recipes/{SLUG_000}.json").content
     assert (out / f"api/v1/recipes/{SLUG_000}.json").read_bytes() == live
     page = (out / f"recipes/{SLUG_000}/index.html").read_text()

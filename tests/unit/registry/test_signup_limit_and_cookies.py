@@ -81,8 +81,8 @@ def _sign_up_in_out(client: TestClient, name: str) -> list[Morsel[str]]:
     [
         ("http://testserver", None, False),
         ("https://testserver", None, True),  # TLS to this server
-        ("http://testserver", "https://registry.example", True),  # a TLS-terminating proxy in front
-        ("http://testserver", "http://registry.example", False),
+        ("http://registry.example", "https://registry.example", True),  # a TLS-terminating proxy in front
+        ("http://registry.example", "http://registry.example", False),
     ],
 )
 def test_the_session_cookie_is_secure_behind_https(
@@ -99,7 +99,9 @@ def test_the_session_cookie_is_secure_behind_https(
 
 def test_the_page_sign_in_and_out_cookies_are_secure_behind_a_proxy(engine: Engine, db_url: str) -> None:
     reset_limits()
-    with TestClient(create_app(db_url, public_url="https://registry.example")) as client:
+    with TestClient(
+        create_app(db_url, public_url="https://registry.example"), "http://registry.example"
+    ) as client:
         up = client.post("/signup", data={"name": "pager", "password": PASSWORD}, follow_redirects=False)
         csrf = client.get("/publish").text.split('name="csrf" value="')[1].split('"')[0]
         out = client.post("/signout", data={"csrf": csrf}, follow_redirects=False)

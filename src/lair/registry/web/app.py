@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -24,8 +24,9 @@ from lair.registry.service.blobs import blob_store
 from lair.registry.service.outage import Unavailable, unavailable
 from lair.registry.web import pages, report_routes, routes, writes
 from lair.registry.web.cache import ResponseCache, make_versions
+from lair.registry.web.hosts import HEALTH_PATH, refuse_host
+from lair.registry.web.hosts import allowed_hosts as hosts_for
 from lair.registry.web.middleware import (
-    HEALTH_PATH,
     CacheMiddleware,
     _SecureSend,
     data_version,
@@ -146,9 +147,12 @@ def create_app(
     cache_bytes: int | None = None,
     blobs: str | None = None,
     oauth: Mapping[str, Provider] | None = None,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Any:
     """The app over ``db_url``; report files go to the blob store ``blobs`` (see ``blob_store``);
-    ``oauth``: the sign-in providers (default: those configured in the environment)."""
+    ``oauth``: the sign-in providers (default: those configured in the environment); ``public_url``
+    and ``allowed_hosts`` (default: ``LAIR_REGISTRY_PUBLIC_URL``, ``LAIR_REGISTRY_ALLOWED_HOSTS``):
+    the names answered and where absolute URLs come from (:mod:`~lair.registry.web.hosts`)."""
     url = connect_url(db_url or default_url())
     providers = load_providers(os.environ) if oauth is None else oauth
     engine = make_engine(url)
@@ -177,6 +181,9 @@ def create_app(
     app.state.engine = engine
     app.state.blobs = blob_store(blobs, db_url=url, engine=engine)
     app.state.public_url = public
+    env_hosts = [os.environ.get("LAIR_REGISTRY_ALLOWED_HOSTS", "")]
+    names = allowed_hosts if allowed_hosts is not None else env_hosts
+    app.state.allowed_hosts = hosts_for(public, names)
     app.state.oauth_providers = [{"name": p.name, "title": p.title} for p in providers.values()]
     size = (
         cache_bytes if cache_bytes is not None else int(os.environ.get("LAIR_REGISTRY_CACHE_MB", "256")) << 20
@@ -198,6 +205,8 @@ class _NoCache:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
+            if await refuse_host(scope, receive, _SecureSend(send), self.app):
+                return
             if scope["path"] != HEALTH_PATH:
                 if await refuse_cross_site(scope, receive, send, self.app):
                     return

@@ -16,13 +16,12 @@ from starlette.responses import Response
 from lair.registry.service.outage import Unavailable, unavailable
 from lair.registry.web.auth import SECURITY_HEADERS, cross_site
 from lair.registry.web.cache import Entry, ResponseCache, Versions, etag_of
+from lair.registry.web.hosts import HEALTH_PATH, refuse_host
 from lair.registry.web.render import error_response
 
 __all__ = ["CACHE_HEADER", "HEALTH_PATH", "CacheMiddleware", "data_version", "refuse_cross_site"]
 
 CACHE_HEADER = b"x-lair-cache"
-HEALTH_PATH = "/api/v1/health"
-"""Answered without the data version or the cache: it reports the database itself, down or up."""
 Scope = dict[str, Any]
 
 
@@ -83,7 +82,9 @@ class CacheMiddleware:
         self.app, self.versions, self.cache = app, versions, cache
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] == HEALTH_PATH:
+        if scope["type"] == "http" and await refuse_host(scope, receive, _SecureSend(send), self.app):
+            return
+        if scope["type"] != "http" or scope["path"] == HEALTH_PATH:  # health reports the database itself
             await self.app(scope, receive, _SecureSend(send) if scope["type"] == "http" else send)
             return
         if scope["method"] not in ("GET", "HEAD") or _personal(scope):

@@ -30,6 +30,7 @@ from lair.registry.oauth import Provider, state_key
 from lair.registry.service.accounts import rotate_session, session_actor
 from lair.registry.service.identities import Identity, sign_in_external
 from lair.registry.web.auth import COOKIE, limit
+from lair.registry.web.hosts import base_url
 from lair.registry.web.pages import account_page
 from lair.registry.web.writes import SIGNIN_LIMITS, _address, _session_cookie
 
@@ -77,7 +78,14 @@ def _provider(request: Request) -> tuple[Any, Provider]:
 
 
 def _callback_url(request: Request, name: str) -> str:
-    base = request.app.state.public_url or f"{request.url.scheme}://{request.url.netloc}"
+    base = base_url(request)  # the public URL, or a checked host name: never an unchecked Host
+    if not base:
+        raise RegistryError(
+            503,
+            "misconfigured",
+            "sign-in with a provider needs this registry's own address",
+            hint="start it with --public-url URL or --allowed-host NAME",
+        )
     return f"{base}/auth/{name}/callback"
 
 

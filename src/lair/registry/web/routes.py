@@ -24,6 +24,7 @@ from lair.registry.service.page import recipe_page
 from lair.registry.service.placeholders import render_with
 from lair.registry.web.auth import actor_of
 from lair.registry.web.cache import VERSION_SQL
+from lair.registry.web.hosts import base_url
 from lair.registry.web.openapi import openapi_document
 from lair.registry.web.render import html, json_response, text
 
@@ -64,8 +65,7 @@ def _voted(request: Request, user_id: int, recipe_id: int) -> bool:
 
 
 def _base(request: Request) -> str:
-    public: str = request.app.state.public_url
-    return public or f"{request.url.scheme}://{request.url.netloc}"
+    return base_url(request)  # never the Host header on its own word (:mod:`~lair.registry.web.hosts`)
 
 
 def _split(name: str, allowed: tuple[str, ...]) -> tuple[str, str | None]:
@@ -251,7 +251,7 @@ async def health(request: Request) -> Response:
 
 
 async def openapi(request: Request) -> Response:
-    return json_response(openapi_document(_base(request)))
+    return json_response(openapi_document(_base(request) or "/"))  # "/": relative to this document
 
 
 async def llms(request: Request) -> Response:
