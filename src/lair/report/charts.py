@@ -31,6 +31,7 @@ import textwrap
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -285,13 +286,22 @@ def _figure(chart: Chart) -> bytes:
 
 
 def render(chart: Chart) -> str:
-    """The chart as an inline ``<svg class="chart">`` ("" when no series has a point)."""
-    series = [s for s in chart.series if s.points]
+    """The chart as an inline ``<svg class="chart">`` ("" when no series has a point). The same
+    chart is drawn once (about 0.1 s) and then served from a small cache: the output is a pure
+    function of the chart."""
+    series = tuple(
+        Series(s.concurrency, tuple((float(x), float(y)) for x, y in s.points), s.tier, s.label)
+        for s in chart.series
+        if s.points
+    )
     if not series:
         return ""
-    return clean_svg(
-        _figure(Chart(chart.title, chart.quantity, chart.unit, series, chart.roofline_label)), chart.title
-    )
+    return _render(Chart(chart.title, chart.quantity, chart.unit, series, chart.roofline_label))
+
+
+@lru_cache(maxsize=256)  # a chart is 5-20 KB: at most a few MB
+def _render(chart: Chart) -> str:
+    return clean_svg(_figure(chart), chart.title)
 
 
 # --- the SVG made safe and small to inline -------------------------------------------------------
