@@ -262,6 +262,7 @@ _RC: dict[Any, Any] = {  # Any keys: matplotlib types them as a Literal of every
 
 def _figure(chart: Chart) -> bytes:
     from matplotlib import rc_context
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
@@ -270,6 +271,7 @@ def _figure(chart: Chart) -> bytes:
     ncols, rows = _legend_layout([label for label, _ in entries])
     with rc_context(_RC):
         fig = Figure(figsize=(_WIDTH_IN, _HEIGHT_IN + _LEGEND_ROW_IN * rows), layout="constrained")
+        FigureCanvasSVG(fig)  # layout measured and drawn by the SVG renderer, no raster canvas
         ax = fig.add_subplot()
         top = _top(chart)[0]
         single = len({x for s in chart.series for x, _ in s.points}) == 1
