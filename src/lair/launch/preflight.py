@@ -8,7 +8,8 @@ Pulls: ``IMAGE`` is looked up with ``docker|podman image inspect``; with ``--pul
 a missing image is pulled, ``always`` pulls anyway, ``never`` fails when it is missing. podman is
 never asked to pull a short name (no registry host): its search registries could resolve it to
 anything. The pull's output is streamed line by line to the progress log (stderr) and has a timeout
-of its own.
+of its own. A container engine that does not answer (docker's "Cannot connect to the Docker daemon",
+podman's "Cannot connect to Podman") is said as such, with how to start it, not as a failed pull.
 """
 
 from __future__ import annotations
