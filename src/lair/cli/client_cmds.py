@@ -104,24 +104,23 @@ def cmd_login(args: argparse.Namespace) -> int:
     creds.token = _read_token(args, creds.url)
     who = _checked_login(Client(creds))
     path = creds.save()
-    scopes = list(who["scopes"]) if who else []
     if args.json:
-        user = who["name"] if who else None
+        user, scopes = (who["name"], list(who["scopes"])) if who else (None, [])
         dump_json({"ok": True, "url": creds.url, "user": user, "scopes": scopes, "token": bool(who),
                    "file": str(path)})  # fmt: skip
-        return 0
-    if who is None:
-        err(f"logged in to {creds.url} without a token (read only); saved in {path}")
     else:
-        admin = ", admin" if who.get("admin") else ""
-        err(
-            f"logged in to {creds.url} as {who['name']} (scopes: {', '.join(scopes)}{admin}); saved in {path}"
-        )
-    if who is not None and "publish" not in scopes:
-        err(
-            f"warning: this token cannot push or submit; create one with scope publish at {creds.url}/account"
-        )
+        _say_logged_in(creds.url, who, path)
     return 0
+
+
+def _say_logged_in(url: str, who: dict[str, Any] | None, path: Path) -> None:
+    if who is None:
+        err(f"logged in to {url} without a token (read only); saved in {path}")
+        return
+    scopes = ", ".join(who["scopes"]) + (", admin" if who.get("admin") else "")
+    err(f"logged in to {url} as {who['name']} (scopes: {scopes}); saved in {path}")
+    if "publish" not in who["scopes"]:
+        err(f"warning: this token cannot push or submit; create one with scope publish at {url}/account")
 
 
 def cmd_search(args: argparse.Namespace) -> int:
