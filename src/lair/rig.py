@@ -66,7 +66,7 @@ class Rig(_Strict):
 def rig_path(name: str) -> Path:
     from lair import config
 
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise ConfigError(f"invalid rig name {name!r}", hint="letters, digits, '.', '_' and '-'")
     return config.rigs_dir() / f"{name}.toml"
 

@@ -84,7 +84,7 @@ class Manifests:
 def kube_name(text: str) -> str:
     """A DNS-1123 label of at most 40 characters (room for ``-worker-N`` and the controller hash)."""
     name = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40].strip("-")
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         raise ConfigError(f"cannot make a Kubernetes name of {text!r}", hint="give one with --name")
     return name
 

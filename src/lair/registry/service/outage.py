@@ -37,8 +37,8 @@ _SQLITE_FULL = ("disk is full",)
 class Unavailable(RegistryError):
     """503 ``unavailable``: try again after ``retry_after`` seconds."""
 
-    def __init__(self, message: str, *, retry_after: int, hint: str = "") -> None:
-        super().__init__(503, "unavailable", message, hint=hint)
+    def __init__(self, message: str, *, retry_after: int, hint: str = "", code: str = "unavailable") -> None:
+        super().__init__(503, code, message, hint=hint)
         self.retry_after = retry_after
 
     def as_dict(self) -> dict[str, object]:

@@ -24,6 +24,7 @@ from lair.registry.service import reports
 from lair.registry.service.accounts import Actor
 from lair.registry.service.archive import MAX_ARCHIVE_BYTES, refuse
 from lair.registry.service.blobs import BlobStore
+from lair.registry.service.outage import Unavailable
 from lair.registry.web.auth import actor_of, check_csrf, limit
 from lair.registry.web.render import html, json_response
 from lair.registry.web.writes import write_limit
@@ -67,6 +68,8 @@ UPLOAD_THREADS = 2
 (never the event loop: other requests keep their latency while an upload is checked or refused)."""
 UPLOAD_QUEUE_S = 30.0
 """How long an upload waits for one of those threads before it is answered 503."""
+BUSY_RETRY_S = 30
+"""What that 503 tells the client to wait (``Retry-After``)."""
 _LIMITERS: dict[int, anyio.CapacityLimiter] = {}
 
 
@@ -92,8 +95,11 @@ async def _off_loop(request: Request, data: bytes, actor: Actor) -> dict[str, An
     with anyio.move_on_after(UPLOAD_QUEUE_S) as waiting:
         await limiter.acquire()
     if waiting.cancelled_caught:  # only the wait is timed: a started upload is never abandoned
-        raise RegistryError(
-            503, "busy", f"{UPLOAD_THREADS} uploads are being checked already", hint="try again in a minute"
+        raise Unavailable(
+            f"{UPLOAD_THREADS} uploads are being checked already",
+            retry_after=BUSY_RETRY_S,
+            hint=f"try again in {BUSY_RETRY_S} s",
+            code="busy",
         )
     try:
         return await anyio.to_thread.run_sync(_accept, state.engine, data, actor, state.blobs)
