@@ -203,7 +203,7 @@ def _tiers(c: TestClient) -> list[tuple[str, int, float | None]]:
     return sorted((q["tier"], q["rigs"], q["spread"]) for q in rows if q["report_id"])
 
 
-def test_two_rigs_that_agree_replicate_one_rig_twice_does_not(
+def test_two_rigs_of_two_accounts_that_agree_replicate_one_rig_twice_does_not(
     site: Site, answered: list[Path], tmp_path: Path
 ) -> None:
     c = site[0]
@@ -215,7 +215,16 @@ def test_two_rigs_that_agree_replicate_one_rig_twice_does_not(
     assert _post(c, claimed).json()["error"]["code"] == "duplicate"
     other = _copy(answered[2], tmp_path / "other")
     _as_another_rig(other)
-    assert _post(c, other).status_code == 201
+    from lair.registry.service.accounts import create_token, create_user
+
+    with site[1].begin() as conn:
+        second = create_token(conn, create_user(conn, "second-owner"), "cli")
+    mine = c.headers["authorization"]
+    c.headers["authorization"] = f"Bearer {second}"  # another rig of another account
+    try:
+        assert _post(c, other).status_code == 201
+    finally:
+        c.headers["authorization"] = mine
     assert _tiers(c) == [("replicated", 2, 0.0)] * 3
     page = c.get("/recipes/tiny-cpu").text
     assert (

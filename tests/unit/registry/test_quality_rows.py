@@ -79,9 +79,11 @@ def _measured(i: int, rig: str, score: float, **kw: object) -> dict[str, object]
 
 def test_replicated_needs_two_rigs_within_two_points() -> None:
     rows = [
-        _measured(1, "rig-a", 50.0),
-        _measured(2, "rig-a", 80.0),  # the same rig again: its median (65.0) counts once
-        _measured(3, "rig-b", 66.5),  # 1.5 points from rig-a's 65.0: replicated
+        _measured(1, "rig-a", 50.0, submitted_by="alice"),
+        _measured(
+            2, "rig-a", 80.0, submitted_by="alice"
+        ),  # the same rig again: its median (65.0) counts once
+        _measured(3, "rig-b", 66.5, submitted_by="bob"),  # 1.5 points from rig-a's 65.0: replicated
         _measured(4, "rig-c", 90.0, n=20),  # another sample count: a group of its own
         _measured(5, "rig-d", 91.0, n=20, retracted=True),  # struck: never counts
         {**_measured(6, "rig-e", 65.0), "provenance": "reported-by-report"},
@@ -95,8 +97,28 @@ def test_replicated_needs_two_rigs_within_two_points() -> None:
         (5, "verified", 1, None),
         (6, "reported-by-report", None, None),
     ]
-    far = annotate_quality([_measured(1, "rig-a", 60.0), _measured(2, "rig-b", 62.5)])
+    far = annotate_quality([_measured(1, "rig-a", 60.0, submitted_by="a"), _measured(2, "rig-b", 62.5)])
     assert [(r["tier"], r["spread"]) for r in far] == [("verified", 2.5), ("verified", 2.5)]
     assert annotate_quality([_measured(1, "rig-a", 60.0)])[0]["links"]["samples"] == (
         "/reports/r1/files/eval_samples.jsonl"
     )
+
+
+def test_one_account_on_two_rigs_never_replicates_its_own_quality_rows() -> None:
+    """Two fingerprints that agree, both uploaded by one account: still only verified; the same
+    scores from a second account replicate."""
+    alone = [
+        _measured(1, "rig-a", 65.0, submitted_by="mallory"),
+        _measured(2, "rig-b", 65.5, submitted_by="mallory"),
+    ]
+    assert [r["tier"] for r in annotate_quality(alone)] == ["verified", "verified"]
+    anonymous = [
+        _measured(1, "rig-a", 65.0),
+        _measured(2, "rig-b", 65.5),
+    ]  # no submitter: one unknown account
+    assert [r["tier"] for r in annotate_quality(anonymous)] == ["verified", "verified"]
+    two = [
+        _measured(1, "rig-a", 65.0, submitted_by="mallory"),
+        _measured(2, "rig-b", 65.5, submitted_by="bob"),
+    ]
+    assert [r["tier"] for r in annotate_quality(two)] == ["replicated", "replicated"]

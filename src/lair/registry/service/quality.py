@@ -5,8 +5,10 @@ run here) and replicated.
 
 Verified rows of one revision, suite, metric and sample count form a group; each rig counts once
 (its rows reduced to their median score), and so does each report. The group is replicated when
-``MIN_RIGS`` or more distinct rigs agree within ``MAX_QUALITY_SPREAD`` percentage points (max - min of
-the rigs' scores). Retracted rows stay in the list, struck, and never count.
+``MIN_RIGS`` or more distinct rigs of ``MIN_ACCOUNTS`` or more accounts agree within
+``MAX_QUALITY_SPREAD`` percentage points (max - min of the rigs' scores): one account never replicates
+itself, whatever fingerprints it uploads (as for speed rows, :mod:`.tiers`). Retracted rows stay in
+the list, struck, and never count.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from sqlalchemy import Connection
 from lair.bench.definitions import percentile
 from lair.registry.service.publish import QUALITY, REVISIONS, USERS
 from lair.registry.service.speeds import shown_submitter
-from lair.registry.service.tiers import MIN_RIGS
+from lair.registry.service.tiers import MIN_ACCOUNTS, MIN_RIGS
 
 __all__ = ["MAX_QUALITY_SPREAD", "annotate_quality", "quality_rows"]
 
@@ -52,12 +54,15 @@ def _row(r: Any) -> dict[str, Any]:
     }
 
 
-def _rigs(rows: list[dict[str, Any]]) -> tuple[int, float | None]:
+def _rigs(rows: list[dict[str, Any]]) -> tuple[int, int, float | None]:
+    """(rigs, accounts, spread) of a group's verified rows (accounts as :mod:`.tiers` counts them)."""
     per_rig: dict[str, list[float]] = defaultdict(list)
+    accounts: set[str] = set()
     for r in rows:
         per_rig[r["rig"] or r["report_id"]].append(float(r["score"]))
+        accounts.add(str(r.get("submitted_by") or "?"))
     scores = [percentile(v, 50) for v in per_rig.values()]
-    return len(scores), (max(scores) - min(scores)) if len(scores) > 1 else None
+    return len(scores), len(accounts), (max(scores) - min(scores)) if len(scores) > 1 else None
 
 
 def _links(rid: str) -> dict[str, str]:
@@ -83,8 +88,9 @@ def annotate_quality(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if r["provenance"] != "verified":
             out.append(r | {"tier": r["provenance"], "rigs": None, "spread": None, "links": links})
             continue
-        rigs, spread = _rigs(groups.get(tuple(r[k] for k in key), []))
-        agree = rigs >= MIN_RIGS and spread is not None and spread <= MAX_QUALITY_SPREAD
+        rigs, accounts, spread = _rigs(groups.get(tuple(r[k] for k in key), []))
+        agree = rigs >= MIN_RIGS and accounts >= MIN_ACCOUNTS
+        agree = agree and spread is not None and spread <= MAX_QUALITY_SPREAD
         tier = "replicated" if agree and not r["retracted"] else "verified"
         out.append(r | {"tier": tier, "rigs": rigs, "spread": spread, "links": links})
     return out
