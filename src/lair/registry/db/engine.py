@@ -65,7 +65,10 @@ def make_engine(url: str | None = None) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=4, max_overflow=4)
+    # connect_timeout: a server that drops packets fails the connect (a 503) instead of hanging it
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=4, max_overflow=4, connect_args={"connect_timeout": 5}
+    )
 
 
 def _alembic_config(connection: Any) -> Any:

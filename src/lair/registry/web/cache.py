@@ -88,6 +88,11 @@ class SqliteVersions(Versions):
             self._conn = None
 
 
+PG_TIMEOUT_S = 5.0
+"""Longest a counter read (connect included) may take: a PostgreSQL that drops packets instead of
+refusing them is an outage (503), not a hung request."""
+
+
 class PgVersions(Versions):
     """Single-flight counter reads on one async psycopg connection (autocommit, read committed)."""
 
@@ -101,7 +106,9 @@ class PgVersions(Versions):
         import psycopg
 
         if self._conn is None or self._conn.closed:
-            self._conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+            self._conn = await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=max(2, round(PG_TIMEOUT_S))
+            )
         return self._conn
 
     async def current(self) -> int:
@@ -118,10 +125,16 @@ class PgVersions(Versions):
             fut, self._next = self._next, None
             assert fut is not None
             try:
-                conn = await self._connect()
-                cur = await conn.execute(VERSION_SQL)
-                row = await cur.fetchone()
+                async with asyncio.timeout(PG_TIMEOUT_S):
+                    conn = await self._connect()
+                    cur = await conn.execute(VERSION_SQL)
+                    row = await cur.fetchone()
                 fut.set_result(int(row[0]))
+            except TimeoutError:
+                import psycopg
+
+                self._conn = None
+                fut.set_exception(psycopg.OperationalError(f"no answer within {PG_TIMEOUT_S:g} s"))
             except Exception as exc:
                 self._conn = None
                 fut.set_exception(exc)
