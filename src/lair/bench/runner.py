@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lair.bench import definitions as d
+from lair.bench.aggregate import aggregate_cell
 from lair.bench.client import Endpoint, StreamProtocol, chat_request, http_request, open_stream, parse_stream
 from lair.bench.metrics import MetricsWatch, cell_engine_metrics, scrape
 from lair.bench.prompt import Counter, PromptSizer, needle_prompt
@@ -227,16 +228,6 @@ async def _server_counter(s: _Session) -> Counter | None:
     return None
 
 
-def _summary(values: list[float | None]) -> dict[str, float] | None:
-    sm = d.summarize(values)
-    return sm.as_dict() if sm else None
-
-
-def _median_int(values: list[int | None]) -> int | None:
-    xs = [v for v in values if v is not None]
-    return round(d.percentile(xs, 50)) if xs else None
-
-
 def _flags(cell: CellResult, no_usage: bool, unproven: bool = False) -> list[str]:
     """``cold-cache-not-proven``: the server has no prefix-cache hit counter and no response
     carried ``cached_tokens``, so a cache hit could not have been seen."""
@@ -252,44 +243,24 @@ def _flags(cell: CellResult, no_usage: bool, unproven: bool = False) -> list[str
 
 
 def _cell(s: _Session, ctx: int, c: int, reps: list[_Repeat]) -> CellResult:
-    rs = [r for rep in reps for r in rep.timings]
-    ok = [r for r in rs if r.ok]
-    ttft = [(t * 1000 if (t := d.ttft_s(r)) is not None else None) for r in ok]
-    stats = {
-        "ttft_ms": _summary(ttft),
-        "prefill_tok_s": _summary([d.prefill_tok_s([r for r in rep.timings if r.ok]) for rep in reps]),
-        "decode_tok_s_per_stream": _summary([d.per_stream_decode_tok_s(r) for r in ok]),
-        "decode_tok_s_aggregate": _summary(
-            [d.aggregate_decode_tok_s([r for r in p.timings if r.ok]) for p in reps]
-        ),
-    }
-    counted = [h for rep in reps if (h := rep.engine.get("prefix_cache_hits_delta")) is not None]
-    hits = sum(counted)
-    reported = [r.cached_tokens for r in ok if r.cached_tokens is not None]
-    cached = sum(reported) if reported else None  # None: no response said (not "0 cached")
-    want = s.opts.decode_tokens
+    fig = aggregate_cell(
+        [rep.timings for rep in reps],
+        [rep.engine.get("prefix_cache_hits_delta") for rep in reps],
+        want_tokens=s.opts.decode_tokens,
+        force_output=s.opts.force_output,
+    )
+    head = fig.headline()
     cell = CellResult(
-        error_messages=_error_messages(rs),
+        error_messages=_error_messages([r for rep in reps for r in rep.timings]),
         context=ctx,
         concurrency=c,
-        repeats=len(reps),
-        prompt_tokens=_median_int([r.prompt_tokens for r in ok]),
-        ttft_ms_p50=_p(stats["ttft_ms"], "p50"),
-        ttft_ms_p90=_p(stats["ttft_ms"], "p90"),
-        prefill_tok_s=_p(stats["prefill_tok_s"], "p50"),
-        decode_tok_s_per_stream=_p(stats["decode_tok_s_per_stream"], "p50"),
-        decode_tok_s_aggregate=_p(stats["decode_tok_s_aggregate"], "p50"),
-        completion_tokens=_median_int([r.completion_tokens for r in ok]),
-        cached_tokens=cached,
-        cache_hit=d.is_cache_hit([r.cached_tokens for r in ok], hits),
         client_bound=any(rep.client.bound for rep in reps),
-        output_length_ok=not s.opts.force_output or all(r.completion_tokens == want for r in ok),
-        errors=len(rs) - len(ok),
-        stats=stats,
+        stats=fig.stats(),
         client=_client_summary(reps),
         engine_metrics=[rep.engine for rep in reps],
+        **head,
     )
-    cell.flags = _flags(cell, any(r.completion_tokens is None for r in ok), not counted and not reported)
+    cell.flags = _flags(cell, fig.usage_missing, not fig.cold_proven)
     return cell
 
 
@@ -301,10 +272,6 @@ def _error_messages(rs: list[d.RequestTiming]) -> list[dict[str, Any]]:
             msg = r.error or "no content in the response"
             counts[msg] = counts.get(msg, 0) + 1
     return [{"message": m, "count": n} for m, n in sorted(counts.items(), key=lambda kv: -kv[1])]
-
-
-def _p(sm: dict[str, float] | None, key: str) -> float | None:
-    return sm[key] if sm else None
 
 
 def _client_summary(reps: list[_Repeat]) -> dict[str, float]:

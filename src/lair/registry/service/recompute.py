@@ -26,6 +26,7 @@ from itertools import accumulate, pairwise
 from typing import Any
 
 from lair.bench import definitions as d
+from lair.bench.aggregate import aggregate_cell
 
 __all__ = [
     "ABS_TOL",
@@ -81,41 +82,13 @@ def timing_of(row: dict[str, Any]) -> d.RequestTiming:
     )
 
 
-def _median_int(values: list[int | None]) -> int | None:
-    xs = [v for v in values if v is not None]
-    return round(d.percentile(xs, 50)) if xs else None
-
-
-def _p50(values: list[float | None]) -> float | None:
-    sm = d.summarize(values)
-    return sm.p50 if sm else None
-
-
 def _recompute(
     reps: list[list[d.RequestTiming]], cell: dict[str, Any], want: int, force: bool
 ) -> dict[str, Any]:
-    rs = [r for rep in reps for r in rep]
-    ok = [r for r in rs if r.ok]
-    ttft = d.summarize([t * 1000 if (t := d.ttft_s(r)) is not None else None for r in ok])
-    reported = [r.cached_tokens for r in ok if r.cached_tokens is not None]
-    hits = [
-        h for m in cell.get("engine_metrics") or [] if (h := m.get("prefix_cache_hits_delta")) is not None
-    ]
-    return {
-        "repeats": len(reps),
-        "prompt_tokens": _median_int([r.prompt_tokens for r in ok]),
-        "ttft_ms_p50": ttft.p50 if ttft else None,
-        "ttft_ms_p90": ttft.p90 if ttft else None,
-        "prefill_tok_s": _p50([d.prefill_tok_s([r for r in rep if r.ok]) for rep in reps]),
-        "decode_tok_s_per_stream": _p50([d.per_stream_decode_tok_s(r) for r in ok]),
-        "decode_tok_s_aggregate": _p50([d.aggregate_decode_tok_s([r for r in rep if r.ok]) for rep in reps]),
-        "completion_tokens": _median_int([r.completion_tokens for r in ok]),
-        "cached_tokens": sum(reported) if reported else None,
-        "cache_hit": d.is_cache_hit([r.cached_tokens for r in ok], sum(hits)),
-        "cold_proven": bool(hits) or bool(reported),
-        "output_length_ok": not force or all(r.completion_tokens == want for r in ok),
-        "errors": len(rs) - len(ok),
-    }
+    """The cell again, by the bench's own aggregation (:func:`lair.bench.aggregate.aggregate_cell`)."""
+    hits = [m.get("prefix_cache_hits_delta") for m in cell.get("engine_metrics") or []]
+    fig = aggregate_cell(reps, hits, want_tokens=want, force_output=force)
+    return fig.headline() | {"cold_proven": fig.cold_proven}
 
 
 def _close(a: Any, b: Any) -> bool:
