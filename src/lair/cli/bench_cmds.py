@@ -181,12 +181,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _print_table(result: Any) -> None:
-    from lair.report.render import COLUMNS
+    from lair.report.render import speed_text
 
-    print(" | ".join(t for _, t in COLUMNS))
-    for cell in result.cells:
-        d = cell.as_dict()
-        print(" | ".join(_text(d.get(k)) for k, _ in COLUMNS))
+    print(speed_text([cell.as_dict() for cell in result.cells]))
 
 
 def _recipe_max_context(path: Path) -> int | None:
@@ -194,14 +191,6 @@ def _recipe_max_context(path: Path) -> int | None:
 
     value = load_recipe(path).max_model_len
     return value if isinstance(value, int) else None
-
-
-def _text(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, list):
-        return ",".join(map(str, v)) or "ok"
-    return f"{v:,.1f}" if isinstance(v, float) else str(v)
 
 
 def _write_report(args: argparse.Namespace, result: Any, key: str | None) -> Path:

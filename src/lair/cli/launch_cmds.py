@@ -318,17 +318,9 @@ def _check_suites(args: argparse.Namespace) -> None:
 
 
 def _print_bench(result: Any) -> None:
-    from lair.report.render import COLUMNS
+    from lair.report.render import speed_text
 
-    print(" | ".join(t for _, t in COLUMNS))
-    for cell in result.cells:
-        d = cell.as_dict()
-        print(
-            " | ".join(
-                "-" if d.get(k) is None else f"{d[k]:,.1f}" if isinstance(d[k], float) else str(d[k])
-                for k, _ in COLUMNS
-            )
-        )
+    print(speed_text([cell.as_dict() for cell in result.cells]))
 
 
 def _bench_report(

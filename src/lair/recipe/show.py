@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lair.recipe.model import Meta, Recipe
+from lair.table import text_table
 
 __all__ = ["perf_table", "summary_text"]
 
@@ -14,15 +15,17 @@ def _fmt(v: float | int | None, unit: str = "") -> str:
     return s + unit
 
 
+PERF_HEAD = ("context", "conc", "prefill tok/s", "decode tok/s", "TTFT ms", "provenance", "note")
+
+
 def perf_table(meta: Meta) -> list[str]:
-    rows = ["  context   conc  prefill tok/s  decode tok/s  TTFT ms  provenance"]
-    for r in meta.performance:
-        rows.append(
-            f"  {r.context:>7,}  {_fmt(r.concurrency):>5}  {_fmt(r.prefill_tok_s):>13}  "
-            f"{_fmt(r.decode_tok_s):>12}  {_fmt(r.ttft_ms):>7}  {r.provenance}"
-            + (f"  ({r.note})" if r.note else "")
-        )
-    return rows
+    """The speed-by-context rows as aligned text lines (indented two spaces), notes included."""
+    rows = [
+        [f"{r.context:,}", _fmt(r.concurrency), _fmt(r.prefill_tok_s), _fmt(r.decode_tok_s), _fmt(r.ttft_ms),
+         r.provenance, r.note or ""]
+        for r in meta.performance
+    ]  # fmt: skip
+    return ["  " + line for line in text_table(PERF_HEAD, rows).splitlines()]
 
 
 def _meta_lines(m: Meta) -> list[str]:

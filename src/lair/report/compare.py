@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lair.report.quality import quality_compare, quality_compare_lines
-from lair.report.table import markdown_table
+from lair.table import markdown_table
 
 __all__ = ["COMPARED", "compare", "compare_text"]
 

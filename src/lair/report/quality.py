@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lair.report.table import markdown_table
+from lair.table import markdown_table
 
 __all__ = [
     "QUALITY_COLUMNS",

@@ -1,6 +1,6 @@
 """Human renderings of a run report: a text/Markdown table and a self-contained HTML page with an
 inline SVG plot of tok/s against context. Everything renders from the ``results.json`` document; the
-tables come from :mod:`lair.report.table`, the page from the Jinja2 template ``templates/report.html``
+tables come from :mod:`lair.table`, the page from the Jinja2 template ``templates/report.html``
 (autoescaped: run names, models and fingerprints are the uploader's text)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from lair.report.quality import QUALITY_COLUMNS, quality_markdown, quality_rows, quality_source
-from lair.report.table import markdown_table
+from lair.table import markdown_table
 
 if TYPE_CHECKING:
     from jinja2 import Template
 
-__all__ = ["COLUMNS", "charts", "html_page", "markdown", "table_rows"]
+__all__ = ["COLUMNS", "cell_rows", "charts", "html_page", "markdown", "speed_text", "table_rows"]
 
 COLUMNS = (
     ("context", "context"),
@@ -43,9 +43,19 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def table_rows(doc: dict[str, Any]) -> list[list[str]]:
+def cell_rows(cells: list[dict[str, Any]]) -> list[list[str]]:
     """The speed table as text cells, one row per (context, concurrency)."""
-    return [[_fmt(cell.get(key)) for key, _ in COLUMNS] for cell in doc["bench"]["cells"]]
+    return [[_fmt(cell.get(key)) for key, _ in COLUMNS] for cell in cells]
+
+
+def table_rows(doc: dict[str, Any]) -> list[list[str]]:
+    """The report's speed table as text cells."""
+    return cell_rows(doc["bench"]["cells"])
+
+
+def speed_text(cells: list[dict[str, Any]]) -> str:
+    """The speed table as the CLI prints it: one line per cell, `` | `` between columns."""
+    return "\n".join(" | ".join(r) for r in [[t for _, t in COLUMNS], *cell_rows(cells)])
 
 
 def _needle_line(doc: dict[str, Any]) -> str:

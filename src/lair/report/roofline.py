@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lair.errors import FitError, LairError
-from lair.report.table import markdown_table
+from lair.table import markdown_table
 
 __all__ = ["RooflineRows", "rate_report"]
 

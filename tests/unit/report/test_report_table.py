@@ -8,7 +8,7 @@ from typing import Any
 
 from lair.bench import BenchResult, CellResult
 from lair.report.render import html_page, markdown
-from lair.report.table import markdown_table, text_table
+from lair.table import markdown_table, text_table
 
 
 def test_markdown_cells_with_pipes_and_newlines_keep_their_row() -> None:

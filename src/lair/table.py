@@ -1,6 +1,7 @@
-"""The one table renderer of reports, comparisons and the CLI: a table is a header and rows of text
-cells; it comes out as Markdown (``markdown_table``), as plain text columns (``text_table``), or as
-HTML through the report's Jinja2 template (its ``table`` macro), from the same cells."""
+"""The one table renderer of recipes, reports, comparisons and the CLI: a table is a header and rows of
+text cells; it comes out as Markdown (``markdown_table``), as plain text columns (``text_table``), or
+as HTML through the report's Jinja2 template (its ``table`` macro), from the same cells. It imports
+nothing of lair, so every layer may use it."""
 
 from __future__ import annotations
 
