@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # What the registry tests and benchmarks need on the host, installed only where missing (idempotent,
 # cheap when everything is there): a PostgreSQL answering on 127.0.0.1:5432 with trust auth and a
-# database `test`, Chromium from Debian (Playwright drives it; no browser is downloaded) and wrk.
+# database `test`, Chromium from Debian (Playwright drives it; no browser is downloaded), wrk, and nginx
+# (the TLS reverse proxy of the two-host deployment test, which starts its own).
 set -euo pipefail
 need=()
 command -v chromium >/dev/null || need+=(chromium)
 command -v wrk >/dev/null || need+=(wrk)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
 pg_up() { command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432; }
 pg_up || command -v pg_ctlcluster >/dev/null || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
@@ -26,4 +28,4 @@ if ! pg_up; then
 fi
 psql -h 127.0.0.1 -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'test'" | grep -q 1 \
   || psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE test"
-echo "registry-setup: PostgreSQL, chromium $(chromium --version 2>/dev/null | awk '{print $2}') and wrk ready" >&2
+echo "registry-setup: PostgreSQL, chromium $(chromium --version 2>/dev/null | awk '{print $2}'), wrk and nginx ready" >&2

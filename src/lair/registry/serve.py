@@ -48,12 +48,16 @@ def configure_oauth(settings: dict[str, str]) -> list[str]:
 
 
 def _check_blobs(spec: str | None, url: str) -> None:
-    """Refuse a blob store URL no store answers before any worker starts (RegistryError 422)."""
+    """Refuse a blob store URL no store answers before any worker starts (RegistryError 422; an
+    object store that cannot be reached: 503)."""
     from lair.registry.service.blobs import blob_store
 
     engine = make_engine(url)
     try:
-        blob_store(spec, db_url=url, engine=engine)
+        store = blob_store(spec, db_url=url, engine=engine)
+        check = getattr(store, "check", None)  # a store that can tell (s3: the bucket answers)
+        if callable(check):
+            check()
     finally:
         engine.dispose()
 

@@ -38,3 +38,24 @@ def engine(db_url: str) -> Iterator[Engine]:
     migrate(eng)
     yield eng
     eng.dispose()
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[object]:
+    """An S3-protocol server of the session's own (moto's standalone server on 127.0.0.1)."""
+    from lair.testing.s3 import s3_server
+
+    with s3_server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_url(s3: object, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``s3://BUCKET/blobs`` on a new bucket of that server, its endpoint and keys in the environment."""
+    import secrets
+
+    for k, v in s3.env.items():  # type: ignore[attr-defined]
+        monkeypatch.setenv(k, v)
+    bucket = f"lair-{secrets.token_hex(4)}"
+    s3.create_bucket(bucket)  # type: ignore[attr-defined]
+    return f"s3://{bucket}/blobs"

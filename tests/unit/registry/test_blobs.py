@@ -1,5 +1,6 @@
-"""The blob store contract, passed by the files store and the database store alike, each over SQLite
-and PostgreSQL; and how ``blob_store`` picks a store from a URL (``--blobs``)."""
+"""The blob store contract, passed by the files store, the database store and the S3 store (over HTTP
+against moto's server) alike, each over SQLite and PostgreSQL; and how ``blob_store`` picks a store
+from a URL (``--blobs``)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ from lair.registry.service.blobs import (
 BINARY = bytes(range(256)) * 3 + b"\x00\r\n"
 
 
-@pytest.fixture(params=["file", "db"])
+@pytest.fixture(params=["file", "db", "s3"])
 def store(request: pytest.FixtureRequest, engine: Engine, db_url: str, tmp_path: Path) -> Iterator[BlobStore]:
-    """The store ``--blobs`` would give: a file:// folder, or ``db`` on the registry's database."""
-    spec = f"file://{tmp_path / 'blobs'}" if request.param == "file" else "db"
+    """The store ``--blobs`` would give: a file:// folder, ``db`` on the registry's database, or an
+    ``s3://`` bucket."""
+    spec = {"file": f"file://{tmp_path / 'blobs'}", "db": "db"}.get(request.param)
+    spec = spec or request.getfixturevalue("s3_url")
     yield blob_store(spec, db_url=db_url, engine=engine)
 
 
@@ -92,8 +95,8 @@ def test_urls_pick_the_store(tmp_path: Path, engine: Engine, monkeypatch: pytest
     monkeypatch.setenv("LAIR_REGISTRY_BLOBS", "db")
     assert isinstance(blob_store(None, engine=engine), DbBlobStore)
     with pytest.raises(RegistryError) as exc:
-        blob_store("s3://bucket/prefix")
-    assert exc.value.status == 422 and "no blob store for s3:// URLs" in exc.value.message
+        blob_store("gs://bucket/prefix")
+    assert exc.value.status == 422 and "no blob store for gs:// URLs" in exc.value.message
     assert "lair.registry.blob_stores" in (exc.value.hint or "")
 
 
@@ -117,6 +120,6 @@ def test_lair_serve_refuses_a_blob_store_url_nothing_answers(
 ) -> None:
     from lair.cli import main
 
-    rc = main(["serve", "--db", str(tmp_path / "r.sqlite3"), "--blobs", "s3://bucket/reports", "--no-seed"])
+    rc = main(["serve", "--db", str(tmp_path / "r.sqlite3"), "--blobs", "gs://bucket/reports", "--no-seed"])
     err = capsys.readouterr().err
-    assert rc != 0 and "no blob store for s3:// URLs" in err and "lair.registry.blob_stores" in err
+    assert rc != 0 and "no blob store for gs:// URLs" in err and "lair.registry.blob_stores" in err

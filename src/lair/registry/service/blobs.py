@@ -1,21 +1,27 @@
 """Where the raw files of accepted reports live: a :class:`BlobStore`.
 
 The interface is the three calls an object store answers (put, get, delete under a prefix), so any
-store that answers them can take over. Two ship with lair:
+store that answers them can take over. Three ship with lair:
 
 - :class:`FileBlobStore`: files under one folder (the default);
 - :class:`DbBlobStore`: rows of the ``blobs`` table in the registry's own database (SQLite or
-  PostgreSQL), so several app processes over one PostgreSQL share them with nothing else to set up.
+  PostgreSQL), so several app processes over one PostgreSQL share them with nothing else to set up;
+- :class:`S3BlobStore`: objects in a bucket of any S3-compatible store (AWS S3, MinIO, Ceph, R2...),
+  through boto3 (``pip install 'lair[s3]'``), for app hosts that share no disk.
 
-Both write atomically (a temporary file renamed into place; one transaction per row): a failed
-``put`` (a full disk, the database gone) leaves what was there before and nothing partial.
+Each writes atomically (a temporary file renamed into place; one transaction per row; one S3 PUT,
+which replaces an object whole or not at all): a failed ``put`` (a full disk, the database gone,
+the object store down) leaves what was there before and nothing partial. An object store that is
+unreachable or answers 5xx raises :class:`~.outage.Unavailable` (503 with ``Retry-After``).
 
 ``blob_store(spec)`` picks one by URL (``lair serve --blobs``, ``LAIR_REGISTRY_BLOBS``):
 
 - a folder path or ``file:///folder``: :class:`FileBlobStore`;
 - ``db``: :class:`DbBlobStore` on the registry's database;
 - none: a ``<db file>-blobs`` folder beside the SQLite database file, else ``<data dir>/registry-blobs``;
-- any other scheme (``s3://bucket/prefix``): the factory registered for it, with
+- ``s3://bucket`` or ``s3://bucket/prefix``: :class:`S3BlobStore` (see :func:`s3_settings` for the
+  endpoint, region and credentials: from the environment or a file, never from the URL);
+- any other scheme: the factory registered for it, with
   :func:`register_blob_store` or, from another package, the ``lair.registry.blob_stores`` entry point
   group (name: the scheme, value: a callable ``(url, engine) -> BlobStore``).
 
@@ -30,19 +36,33 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Protocol, cast
-from urllib.parse import urlparse
+from typing import TYPE_CHECKING, Any, Protocol, cast
+from urllib.parse import parse_qs, urlparse
 
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from lair.errors import RegistryError
 from lair.registry.db.schema import Blob
+from lair.registry.service.outage import unavailable
 
-__all__ = ["BlobStore", "DbBlobStore", "FileBlobStore", "blob_store", "register_blob_store"]
+if TYPE_CHECKING:
+    from types_boto3_s3 import S3Client
+
+__all__ = [
+    "BlobStore",
+    "DbBlobStore",
+    "FileBlobStore",
+    "S3BlobStore",
+    "S3Settings",
+    "blob_store",
+    "register_blob_store",
+    "s3_settings",
+]
 
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
 ENTRY_POINTS = "lair.registry.blob_stores"
@@ -64,7 +84,7 @@ class BlobStore(Protocol):
 
 
 StoreFactory = Callable[[str, Engine | None], BlobStore]
-_FACTORIES: dict[str, StoreFactory] = {}
+_FACTORIES: dict[str, StoreFactory] = {}  # s3 is added below its class
 
 
 def _checked(key: str) -> str:
@@ -136,9 +156,159 @@ class DbBlobStore:
             conn.execute(sa.delete(BLOBS).where(under))
 
 
+@dataclass(frozen=True)
+class S3Settings:
+    """Where an :class:`S3BlobStore` connects. ``endpoint`` None: AWS itself; the credentials are
+    not here: boto3 finds them (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, the file named by
+    ``AWS_SHARED_CREDENTIALS_FILE``, ``AWS_PROFILE``, an instance role)."""
+
+    bucket: str
+    prefix: str = ""
+    endpoint: str | None = None
+    region: str | None = None
+    connect_timeout_s: float = 3.0
+    read_timeout_s: float = 15.0
+    attempts: int = 3
+
+
+def s3_settings(url: str, env: Mapping[str, str]) -> S3Settings:
+    """``s3://bucket/prefix[?endpoint=URL&region=NAME]`` with ``LAIR_REGISTRY_S3_ENDPOINT`` and
+    ``LAIR_REGISTRY_S3_REGION`` (then ``AWS_REGION``) as defaults. A URL that carries a user or a
+    password is refused: command lines are visible to every user of the machine."""
+    parsed = urlparse(url)
+    if parsed.username or parsed.password:
+        raise RegistryError(
+            422,
+            "invalid",
+            "an s3:// blob store URL must not carry credentials",
+            hint="set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_SHARED_CREDENTIALS_FILE instead",
+        )
+    if not parsed.hostname:
+        raise RegistryError(
+            422, "invalid", f"{url}: no bucket", hint="give s3://BUCKET or s3://BUCKET/PREFIX"
+        )
+    query = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
+    unknown = sorted(set(query) - {"endpoint", "region"})
+    if unknown:
+        raise RegistryError(
+            422, "invalid", f"{url}: unknown parameter {unknown[0]!r}", hint="endpoint, region"
+        )
+    prefix = parsed.path.strip("/")
+    if prefix and not _KEY.fullmatch(prefix):
+        raise RegistryError(422, "invalid", f"{url}: the prefix {prefix!r} is no key path")
+    return S3Settings(
+        bucket=parsed.hostname,
+        prefix=prefix,
+        endpoint=query.get("endpoint") or env.get("LAIR_REGISTRY_S3_ENDPOINT") or None,
+        region=query.get("region") or env.get("LAIR_REGISTRY_S3_REGION") or env.get("AWS_REGION") or None,
+    )
+
+
+class S3BlobStore:
+    """Blobs as objects ``<prefix>/<key>`` of one bucket. A ``put`` is one PUT of the whole body
+    (with its checksum, which the store verifies): the object is replaced whole or not at all. The
+    client is thread-safe and made once; its outages (connection refused, timeouts, 5xx) become
+    :class:`~.outage.Unavailable`, a missing object a 404."""
+
+    def __init__(self, settings: S3Settings) -> None:
+        import boto3
+        from botocore.config import Config
+
+        self.settings = settings
+        config = Config(
+            connect_timeout=settings.connect_timeout_s,
+            read_timeout=settings.read_timeout_s,
+            retries={"total_max_attempts": settings.attempts, "mode": "standard"},
+            s3={"addressing_style": "path" if settings.endpoint else "auto"},
+        )
+        self.client: S3Client = boto3.session.Session().client(
+            "s3", endpoint_url=settings.endpoint, region_name=settings.region, config=config
+        )
+
+    def _name(self, key: str) -> str:
+        return f"{self.settings.prefix}/{key}" if self.settings.prefix else key
+
+    def _call(self, fn: Callable[..., Any], **kw: Any) -> Any:
+        try:
+            return fn(Bucket=self.settings.bucket, **kw)
+        except Exception as exc:
+            if (outage := unavailable(exc)) is not None:
+                raise outage from exc
+            raise
+
+    def put(self, key: str, data: bytes) -> None:
+        self._call(self.client.put_object, Key=self._name(_checked(key)), Body=data)
+
+    def get(self, key: str) -> bytes:
+        from botocore.exceptions import ClientError
+
+        try:
+            body = self._call(self.client.get_object, Key=self._name(_checked(key)))["Body"]
+            return cast(bytes, body.read())
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise _missing(key) from None
+            raise
+        except Exception as exc:  # the body's stream cut off mid-read
+            if (outage := unavailable(exc)) is not None:
+                raise outage from exc
+            raise
+
+    def _listed(self, prefix: str) -> Iterator[list[str]]:
+        token: dict[str, str] = {}
+        while True:
+            page = self._call(self.client.list_objects_v2, Prefix=prefix, **token)
+            yield [o["Key"] for o in page.get("Contents", [])]
+            if not page.get("IsTruncated"):
+                return
+            token = {"ContinuationToken": page["NextContinuationToken"]}
+
+    def delete_prefix(self, prefix: str) -> None:
+        for names in self._listed(self._name(_checked(prefix)) + "/"):
+            if names:  # a page is at most 1,000 keys, as many as one DeleteObjects takes
+                objects: Any = [{"Key": n} for n in names]
+                self._call(self.client.delete_objects, Delete={"Objects": objects, "Quiet": True})
+
+    def check(self) -> None:
+        """The bucket answers (``lair serve`` asks before it starts): a 422 for a bucket that is not
+        there or not ours, a 503 when the store cannot be reached."""
+        from botocore.exceptions import ClientError, NoCredentialsError
+
+        try:
+            self._call(self.client.head_bucket)
+        except NoCredentialsError:
+            raise RegistryError(
+                422,
+                "invalid",
+                f"s3://{self.settings.bucket}: no credentials for the object store",
+                hint="set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_SHARED_CREDENTIALS_FILE",
+            ) from None
+        except ClientError as exc:
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            raise RegistryError(
+                422,
+                "invalid",
+                f"s3://{self.settings.bucket}: the bucket answered {status}",
+                hint="check the bucket's name and the credentials (404: no such bucket; 403: not allowed)",
+            ) from None
+
+
+def _s3(url: str, engine: Engine | None) -> BlobStore:
+    try:
+        import boto3  # noqa: F401
+    except ImportError:
+        raise RegistryError(
+            422, "invalid", "the s3:// blob store needs boto3", hint="pip install 'lair[s3]'"
+        ) from None
+    return S3BlobStore(s3_settings(url, os.environ))
+
+
 def register_blob_store(scheme: str, factory: StoreFactory) -> None:
     """Make ``blob_store("<scheme>://...")`` build its store with ``factory(url, engine)``."""
     _FACTORIES[scheme] = factory
+
+
+register_blob_store("s3", _s3)
 
 
 def _factory(scheme: str) -> StoreFactory | None:

@@ -8,7 +8,9 @@
   own errors (the response cache reads the data version on its own connection);
 - a SQLite database locked past its busy timeout, unable to open, or failing I/O;
 - a full disk or an exceeded quota (``ENOSPC``, ``EDQUOT``) under the blob store or the database
-  (SQLite's "database or disk is full", PostgreSQL's ``disk_full``).
+  (SQLite's "database or disk is full", PostgreSQL's ``disk_full``);
+- the S3 object store unreachable or failing (botocore's connection and timeout errors, an answer of
+  5xx, ``SlowDown``): :func:`object_store_down`.
 
 Anything else is a bug, not an outage: it stays a 500. The message names what is down, never the
 driver's text (which can hold the database's host, user or file path).
@@ -18,17 +20,20 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import sys
 
 from sqlalchemy import exc as sa_exc
 
 from lair.errors import RegistryError
 
-__all__ = ["DATABASE_RETRY_S", "DISK_RETRY_S", "Unavailable", "unavailable"]
+__all__ = ["DATABASE_RETRY_S", "DISK_RETRY_S", "OBJECT_STORE_RETRY_S", "Unavailable", "unavailable"]
 
 DATABASE_RETRY_S = 5
 """A database restart or failover takes seconds."""
 DISK_RETRY_S = 60
 """A full disk needs an operator."""
+OBJECT_STORE_RETRY_S = 5
+"""An object store's restart or a throttled burst passes in seconds."""
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 _SQLITE_DOWN = ("locked", "busy", "unable to open", "disk i/o", "readonly")
 _SQLITE_FULL = ("disk is full",)
@@ -59,6 +64,30 @@ def _disk() -> Unavailable:
         retry_after=DISK_RETRY_S,
         hint="nothing was stored; try again later",
     )
+
+
+def _object_store() -> Unavailable:
+    return Unavailable(
+        "the registry's object store is unavailable",
+        retry_after=OBJECT_STORE_RETRY_S,
+        hint=f"nothing was stored; try again in {OBJECT_STORE_RETRY_S} s",
+    )
+
+
+def _botocore(exc: BaseException) -> Unavailable | None:
+    """The S3 client's outages. botocore is only looked up once imported (by the S3 blob store):
+    an error can come from it only then, and the registry does not pay for its import otherwise."""
+    errors = sys.modules.get("botocore.exceptions")
+    if errors is None:
+        return None
+    if isinstance(exc, errors.ConnectionError | errors.HTTPClientError):
+        return _object_store()  # refused, reset, timed out, closed mid-answer
+    if isinstance(exc, errors.ClientError):
+        meta = exc.response.get("ResponseMetadata", {})
+        code = exc.response.get("Error", {}).get("Code", "")
+        if int(meta.get("HTTPStatusCode") or 0) >= 500 or code in ("SlowDown", "ServiceUnavailable"):
+            return _object_store()
+    return None
 
 
 def _psycopg(exc: BaseException) -> Unavailable | None:
@@ -99,4 +128,6 @@ def unavailable(exc: BaseException) -> Unavailable | None:
         return None
     if isinstance(exc, sqlite3.Error):
         return _sqlite(exc)
+    if (found := _botocore(exc)) is not None:
+        return found
     return _psycopg(exc)
