@@ -55,6 +55,8 @@ def missing_extra(exc: ModuleNotFoundError, command: str | None) -> ConfigError 
     from lair.errors import ConfigError
 
     module = (exc.name or "").split(".")[0]
+    if module == "lair":  # a module of lair itself is missing: a broken install, not an extra
+        return None
     extras = extras_providing(module) if module else []
     if not extras:
         return None
