@@ -29,9 +29,11 @@ __all__ = [
     "Download",
     "EngineInfo",
     "EnvKnob",
+    "FitLayout",
     "Hardware",
     "Hook",
     "Meta",
+    "ModelFactsTable",
     "Mount",
     "Needle",
     "PerfRow",
@@ -176,6 +178,125 @@ class Hardware(Strict):
     notes: str | None = None
 
 
+_FORMAT_RE = r"^[A-Za-z0-9_.:+-]{1,40}$"
+MAX_PARAMS = 10**14
+"""Most parameters a model's facts may claim (100 T)."""
+MAX_WEIGHT_BYTES = 10**15
+"""Most weight bytes a model's facts may claim (1 PB)."""
+BITS_PER_WEIGHT = (0.5, 64.0)
+"""Weight bytes per parameter a model's facts may imply, in bits (ternary packs to fp64)."""
+
+
+def _dim(limit: int, description: str, low: int = 1) -> Any:
+    return Field(ge=low, le=limit, description=description)
+
+
+def _opt(limit: int, description: str) -> Any:
+    return Field(0, ge=0, le=limit, description=description)
+
+
+class ModelFactsTable(Strict):
+    """The model's facts ``lair fit`` reads from a model folder (``config.json``, weight headers, a
+    GGUF's metadata), written into the recipe so that a registry can size and rate it without the
+    weights. ``lair push`` fills the table from what ``lair fit`` reads (the local Hugging Face cache,
+    the ``fit/`` folder beside the recipe, or ``--model DIR``); the field names are those of
+    ``lair.fit.ModelFacts``. The facts are the author's: a registry shows them and uses them for its
+    fit widget and the % of roofline of reported rows, but checks uploaded reports only against a
+    model table of its own (docs/registry-reports.md)."""
+
+    name: str = Field("", max_length=200, description="the model the facts describe (repo id or file)")
+    architecture: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="config.json model_type")
+    n_layers: int = _dim(1024, "transformer layers (num_hidden_layers)")
+    hidden_size: int = _dim(1 << 18, "residual width (hidden_size)")
+    n_heads: int = _dim(4096, "attention heads (num_attention_heads)")
+    n_kv_heads: int = _dim(4096, "key/value heads (num_key_value_heads; = n_heads without GQA)")
+    head_dim: int = _dim(1 << 14, "width of one attention head")
+    vocab_size: int = _dim(1 << 24, "tokenizer vocabulary")
+    intermediate_size: int = _dim(1 << 20, "dense MLP width (intermediate_size)", low=0)
+    total_params: int = _dim(MAX_PARAMS, "all parameters")
+    active_params: int = _dim(MAX_PARAMS, "parameters a token uses (total minus unrouted experts)")
+    weight_bytes: int = _dim(MAX_WEIGHT_BYTES, "bytes of the weights as an engine loads them")
+    expert_bytes: int = _opt(MAX_WEIGHT_BYTES, "part of weight_bytes: all routed experts")
+    embedding_bytes: int = _opt(MAX_WEIGHT_BYTES, "part of weight_bytes: the untied input embedding")
+    extra_bytes: int = _opt(MAX_WEIGHT_BYTES, "part of weight_bytes: towers not run per token (vision)")
+    weight_format: str = Field("bf16", pattern=_FORMAT_RE, description='e.g. "bf16", "fp8", "exl3-3bpw"')
+    compute_format: Literal["bf16", "fp8", "fp4"] = Field("bf16", description="GEMM math the weights allow")
+    tied_embeddings: bool = Field(False, description="input embedding shared with the output head")
+    attention: Literal["mha", "gqa", "mqa", "mla"] = "gqa"
+    kv_lora_rank: int = _opt(1 << 16, "MLA: latent width cached per token and layer")
+    qk_rope_head_dim: int = _opt(1 << 14, "MLA: rotary part of a query/key head")
+    qk_head_dim: int = _opt(1 << 14, "per-head query/key width (attention FLOPs)")
+    v_head_dim: int = _opt(1 << 14, "per-head value width")
+    index_topk: int = _opt(1 << 24, "sparse attention: tokens each query attends to")
+    index_head_dim: int = _opt(1 << 14, "sparse attention: the indexer's key width")
+    index_n_heads: int = _opt(4096, "sparse attention: the indexer's heads")
+    sliding_window: int = _opt(1 << 24, "tokens a sliding-window layer attends to")
+    sliding_layers: int = _opt(1024, "layers with a sliding window")
+    n_experts: int = _opt(1 << 16, "routed experts per MoE layer")
+    experts_per_token: int = _opt(1 << 10, "routed experts a token uses")
+    n_shared_experts: int = _opt(1 << 10, "shared experts per MoE layer")
+    moe_layers: int = _opt(1024, "layers with routed experts")
+    moe_intermediate_size: int = _opt(1 << 20, "one expert's MLP width")
+    max_context: int = _opt(1 << 27, "the model's own context limit (max_position_embeddings)")
+    kv_cache_dtype: str | None = Field(
+        None, pattern=_FORMAT_RE, description="a KV format the checkpoint asks for"
+    )
+    source: str = Field("", max_length=200, description="where the facts were read (written by lair push)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelFactsTable:
+        problems = [
+            why
+            for bad, why in (
+                (self.active_params > self.total_params, "active_params is above total_params"),
+                (self.n_kv_heads > self.n_heads, "n_kv_heads is above n_heads"),
+                (self.experts_per_token > self.n_experts, "experts_per_token is above n_experts"),
+                (self.moe_layers > self.n_layers, "moe_layers is above n_layers"),
+                (self.sliding_layers > self.n_layers, "sliding_layers is above n_layers"),
+                (
+                    self.expert_bytes + self.embedding_bytes + self.extra_bytes >= self.weight_bytes,
+                    "expert_bytes + embedding_bytes + extra_bytes leave no dense weights in weight_bytes",
+                ),
+                (
+                    self.active_params
+                    <= self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2),
+                    "active_params is not above the embedding table(s) vocab_size x hidden_size",
+                ),
+                (self.attention == "mla" and not self.kv_lora_rank, "attention mla needs kv_lora_rank"),
+            )
+            if bad
+        ]
+        bits = 8 * self.weight_bytes / self.total_params
+        if not BITS_PER_WEIGHT[0] <= bits <= BITS_PER_WEIGHT[1]:
+            problems.append(
+                f"weight_bytes / total_params is {bits:.2f} bits per weight "
+                f"(a model has {BITS_PER_WEIGHT[0]} to {BITS_PER_WEIGHT[1]:.0f})"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class FitLayout(Strict):
+    """Placement ``lair fit`` cannot read from the launch fields (what a ``fit/layout.toml`` beside a
+    recipe holds: settings a launch script makes). Used with :class:`ModelFactsTable` for the fit
+    widget and the % of roofline of reported rows only; never for checking uploaded reports."""
+
+    kv_cache_dtype: str | None = Field(None, pattern=_FORMAT_RE, description='KV format, e.g. "fp8", "fp4"')
+    sliding_kv_cache_dtype: str | None = Field(None, pattern=_FORMAT_RE, description="KV of sliding layers")
+    dcp: int | None = Field(None, ge=1, le=64, description="decode context parallel size")
+    spec_tokens: int | None = Field(None, ge=0, le=16, description="speculative tokens per step")
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="memory fraction")
+    max_model_len: int | None = Field(None, ge=1, le=1 << 27, description="tokens per sequence")
+    cpu_offload_gb: float | None = Field(
+        None, ge=0, le=1 << 20, description="weights in host RAM, GiB per GPU"
+    )
+    expert_offload: bool | None = Field(None, description="routed experts may live in host RAM")
+    expert_cache_slots: int | None = Field(None, ge=0, le=1 << 20, description="GPU slots caching experts")
+    ssd_offload: bool | None = Field(None, description="experts beyond host RAM are read from SSD")
+    ssd_tables_gb: float | None = Field(None, ge=0, le=1 << 20, description="tables read from SSD, GB")
+
+
 class EngineInfo(Strict):
     name: str | None = None
     version: str | None = None
@@ -284,6 +405,12 @@ class Meta(Strict):
     upstream_weights: str | None = Field(None, description="upstream weights repo, e.g. org/model")
     model_repo: str | None = Field(None, description="the exact weights served (quantized pack, revision)")
     quantization: str | None = None
+    model_facts: ModelFactsTable | None = Field(
+        None, description="the model's facts for lair fit (filled by lair push; see ModelFactsTable)"
+    )
+    fit_layout: FitLayout | None = Field(
+        None, description="placement lair fit cannot read from the launch fields (fit/layout.toml)"
+    )
     hardware: Hardware | None = None
     engine: EngineInfo | None = None
     launch_command: str | None = None

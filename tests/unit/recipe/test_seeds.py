@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,15 @@ PAGE = ROOT / "examples" / "dsv41-1017-engram-ssd" / "recipe.toml"
 
 
 def test_launcher_seed_is_bundled_byte_for_byte() -> None:
+    """The seed's bytes unchanged, followed only by the model facts and placement ``lair push``
+    writes (``[meta.model_facts]``, ``[meta.fit_layout]``)."""
     seed = (SEEDS / "003_ab38a86a88fe2b41.txt").read_bytes()
     path_line, blank, toml = seed.split(b"\n", 2)
     assert path_line.endswith(b".recipe.toml") and blank == b""
-    assert LAUNCHER.read_bytes() == toml
+    bundled = LAUNCHER.read_bytes()
+    assert bundled.startswith(toml)
+    added = tomllib.loads(bundled[len(toml) :].decode())
+    assert set(added) == {"meta"} and set(added["meta"]) == {"model_facts", "fit_layout"}
 
 
 def test_launcher_seed_validates_with_only_the_digest_warning() -> None:

@@ -200,8 +200,11 @@ def test_fit_widget_gives_verdict_kv_pool_and_max_context(client: TestClient) ->
     # hand check: Llama 3.1 8B KV = 32 layers x 8 heads x 128 x 2 (K,V) x 2 bytes = 131072 B/token
     assert out["kv_bytes_per_token"] == 32 * 8 * 128 * 2 * 2
     assert out["max_context"] == min(out["kv_pool_tokens"], 131072)  # the model's own limit caps it
-    unknown = client.get(f"/api/v1/recipes/{SLUG_000}/fit", params={"gpu": "h200", "gpus": 2}).json()
-    assert unknown["known"] is False and "model facts unknown" in unknown["reason"]
+    # the seed's facts come from its meta.model_facts; `lair fit` of the example folder on the same
+    # GPUs prints FITS-WITH-OFFLOAD and a 519.2 tok/s decode ceiling at 1,048,576 tokens
+    seed = client.get(f"/api/v1/recipes/{SLUG_000}/fit", params={"gpu": "rtx-pro-6000", "gpus": 2}).json()
+    assert seed["known"] and seed["verdict"] == "fits-with-offload"
+    assert (seed["context"], seed["decode_roofline_tok_s"]) == (1048576, 519.2)
 
 
 def test_roofline_percent_per_row_and_implausible_rows(client: TestClient) -> None:

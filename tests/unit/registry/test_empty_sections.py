@@ -16,16 +16,15 @@ from lair.registry.service.publish import publish
 from lair.registry.web.app import create_app
 
 MINIMAL = 'engine = "vllm"\ndocker_image = "example/engine:v1"\nmodel = "m"\nname = "minimal"\n'
-# written by hand from what each section of the seed page holds when it has no data
+# written by hand from what each section of the seed page holds when it has no data; the launch
+# command and the hardware are derived from the launch fields (docker run ...; 1 GPU), never empty
 EXPECTED = {
     "summary": ["No summary."],
-    "launch-command": ['No launch command given; see "Map the placeholders" for the rendered command.'],
     "env": ["No environment."],
     "flags": ["No flags."],
     "notes": ["No notes."],
     "engine": ["No install note."],
     "model": ["No model details."],
-    "hardware": ["No hardware given."],
     "context": ["Not given."],
     "kv-pool": ["Not given."],
     "performance": [
@@ -65,6 +64,12 @@ def test_a_minimal_recipe_says_none_in_each_empty_section(client: TestClient) ->
     page = lxml.html.fromstring(r.text)
     tags = page.xpath("//section[@data-section='tags']")[0]
     assert tags.text_content().strip() == "no tags"
+    hardware = page.xpath("//section[@data-section='hardware']")[0]
+    assert " ".join(hardware.text_content().split()) == (
+        "Hardware 1 GPU (derived from the launch fields: no meta.hardware)"
+    )
+    command = page.xpath("//code[@id='derived-command']")[0].text_content()
+    assert command.startswith("docker run --rm") and "example/engine:v1" in command
     context = page.xpath("//section[@data-section='context']")[0]
     assert "tokens" not in context.text_content()  # no "max context: — tokens"
 
@@ -72,4 +77,4 @@ def test_a_minimal_recipe_says_none_in_each_empty_section(client: TestClient) ->
 def test_a_full_recipe_says_none_nowhere_it_has_data(client: TestClient) -> None:
     r = client.get("/recipes/seed-000")
     assert r.status_code == 200
-    assert set(_none_lines(r.text)) == {"fit"}  # the registry knows no config for its model
+    assert set(_none_lines(r.text)) == set()  # its meta.model_facts give the fit widget its facts

@@ -30,7 +30,7 @@ def model_id_of(recipe: Recipe) -> str | None:
         return m.model_repo or m.upstream_weights
     if recipe.model and "{" not in recipe.model:
         return recipe.model
-    return recipe.served_model_name
+    return (m.model_facts.name if m.model_facts else None) or recipe.served_model_name
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,8 @@ def _max_context(recipe: Recipe) -> int | None:
 
 
 def facets_of(recipe: Recipe) -> Facets:
+    from lair.registry.service.launchview import card_line
+
     m, hw = recipe.meta, recipe.meta.hardware
     model_id = model_id_of(recipe)
     tags = tuple(dict.fromkeys(t.strip().lower() for t in m.tags if t.strip()))
@@ -69,7 +71,7 @@ def facets_of(recipe: Recipe) -> Facets:
     text += [" ".join(tags), m.notes or "", m.performance_notes or "", recipe.engine]
     return Facets(
         title=m.title or recipe.display_name,
-        summary=m.summary or "",
+        summary=m.summary or card_line(recipe, max(decodes) if decodes else None),
         engine=(m.engine.name if m.engine and m.engine.name else recipe.engine).lower(),
         gpu_model=hw.gpu_model if hw else None,
         gpu_key=norm_key(hw.gpu_model) if hw else None,

@@ -1,7 +1,11 @@
 """lair.fit on the registry: the fit widget (a catalog GPU and a count) and % of roofline per row.
 
-Model facts come only from the bundled table (``data/models.toml``): a registry never reads model
-folders named by a recipe (they would be paths on the server's own disk).
+Model facts come from the recipe's own ``[meta.model_facts]`` (what ``lair push`` read where ``lair fit``
+reads, bounded and checked by the recipe model), else from the bundled table (``data/models.toml``): a
+registry never reads model folders named by a recipe (they would be paths on the server's own disk).
+The recipe's facts (and its ``[meta.fit_layout]``) are its author's word: they size the fit widget and
+rate reported rows, which are the author's word too; an uploaded report is checked only against the
+bundled table (:func:`table_facts`, docs/registry-reports.md).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 from lair.errors import FitError, RegistryError
 from lair.fit import (
     Hardware,
+    Layout,
     Measured,
     ModelFacts,
     facts_from_config,
@@ -23,18 +28,22 @@ from lair.fit import (
     layout_from_recipe,
     rate_row,
 )
+from lair.fit.recipe_facts import recipe_facts, with_fit_layout
 from lair.fit.summary import fit_summary
 from lair.recipe import Recipe
 from lair.registry.service.facets import norm_key
 
 __all__ = [
+    "facts_origin",
     "fingerprint_gpus",
     "fingerprint_hardware",
     "fit_for",
     "gpu_choices",
     "known_facts",
+    "page_layout",
     "rated_rows",
     "roofline_hardware",
+    "table_facts",
 ]
 
 MAX_GPUS = 1024
@@ -53,8 +62,9 @@ def _models() -> dict[str, tuple[str, dict[str, Any]]]:
     return out
 
 
-def known_facts(recipe: Recipe) -> tuple[ModelFacts | None, str]:
-    """The model's facts when the registry knows them, else None and why not."""
+def table_facts(recipe: Recipe) -> tuple[ModelFacts | None, str]:
+    """The model's facts from the registry's own table (what uploaded reports are checked against),
+    else None and why not. A recipe's ``meta.model_facts`` are never read here: its author typed them."""
     m = recipe.meta
     names = [m.model_repo, m.upstream_weights, recipe.model, recipe.served_model_name]
     for name in names:
@@ -62,7 +72,28 @@ def known_facts(recipe: Recipe) -> tuple[ModelFacts | None, str]:
         if hit:
             return facts_from_config(hit[1], hit[0]), ""
     shown = next((n for n in names if n), "this model")
-    return None, f"model facts unknown: the registry has no config for {shown}"
+    why = f"model facts unknown: the registry has no config for {shown}"
+    if m.model_facts is not None:
+        why += " (the recipe's own meta.model_facts are its author's word: never used to verify a report)"
+    return None, why
+
+
+def known_facts(recipe: Recipe) -> tuple[ModelFacts | None, str]:
+    """The model's facts for the fit widget and reported rows: the recipe's own, else the table's."""
+    facts = recipe_facts(recipe)
+    return (facts, "") if facts is not None else table_facts(recipe)
+
+
+def facts_origin(recipe: Recipe) -> str:
+    """Where :func:`known_facts` takes the facts from: ``recipe``, ``registry`` or ``""`` (none)."""
+    if recipe.meta.model_facts is not None:
+        return "recipe"
+    return "registry" if table_facts(recipe)[0] is not None else ""
+
+
+def page_layout(recipe: Recipe) -> Layout:
+    """The placement of the fit widget and reported rows: the launch fields, then ``meta.fit_layout``."""
+    return with_fit_layout(layout_from_recipe(recipe), recipe)
 
 
 def gpu_choices() -> list[dict[str, Any]]:
@@ -84,7 +115,7 @@ def fit_for(recipe: Recipe, gpu: str, count: int, context: int | None = None) ->
     hw = _hardware(gpu, count)
     if facts is None:
         return {"ok": False, "known": False, "reason": why, "gpu": hw.device.name, "gpus": count}
-    out = fit_summary(facts, hw, layout_from_recipe(recipe), context=context)
+    out = fit_summary(facts, hw, page_layout(recipe), context=context)
     return {"known": True, "reason": "", "gpu": hw.device.name, "gpus": count} | out
 
 
@@ -144,22 +175,27 @@ def rated_rows(
     recipe: Recipe, rows: list[dict[str, Any]], rigs: Mapping[str, tuple[str, int] | None] | None = None
 ) -> tuple[list[dict[str, Any]], str]:
     """Each measurement as % of its roofline, and the reason shared by every row when there is none
-    (the model's facts unknown). A reported row is rated on the recipe's declared GPUs; a verified or
-    replicated row on the GPUs its report's fingerprint names (``rigs``: report id -> GPU model and
-    count). Each rating says its ``basis`` (recipe or fingerprint) and ``gpus``, or why it is ``missing``."""
-    facts, why = known_facts(recipe)
-    if facts is None:
-        return [{"missing": why} for _ in rows], why
-    layout, declared = layout_from_recipe(recipe), _declared(recipe)
+    (the model's facts unknown). A reported row is rated on the recipe's declared GPUs with the
+    recipe's facts and placement (:func:`known_facts`, :func:`page_layout`: the author's word, as
+    the row is); a verified or replicated row on the GPUs its report's fingerprint names (``rigs``:
+    report id -> GPU model and count) with the facts and launch fields it was checked against
+    (:func:`table_facts`). Each rating says its ``basis`` (recipe or fingerprint) and ``gpus``, or
+    why it is ``missing``."""
+    shown, checked = known_facts(recipe), table_facts(recipe)
+    if shown[0] is None:
+        return [{"missing": shown[1]} for _ in rows], shown[1]
+    declared = _declared(recipe)
+    layouts = {"recipe": page_layout(recipe), "fingerprint": layout_from_recipe(recipe)}
     out = []
     for r in rows:
-        checked = r["provenance"] != "reported" and r.get("report_id")
-        basis = "fingerprint" if checked else "recipe"
-        hw, missing = roofline_hardware((rigs or {}).get(r["report_id"]) if checked else declared, basis)
-        rating: dict[str, Any] = {"basis": basis, "missing": missing}
-        if hw is not None:
+        is_checked = r["provenance"] != "reported" and r.get("report_id")
+        basis = "fingerprint" if is_checked else "recipe"
+        facts, why = checked if is_checked else shown
+        hw, missing = roofline_hardware((rigs or {}).get(r["report_id"]) if is_checked else declared, basis)
+        rating: dict[str, Any] = {"basis": basis, "missing": missing if facts is not None else why}
+        if hw is not None and facts is not None:
             rating["gpus"] = f"{hw.gpus}x {hw.device.name}"
             m = Measured(r["context"], r["concurrency"] or 1, r["prefill_tok_s"], r["decode_tok_s"])
-            rating |= rate_row(facts, hw, layout, m).as_dict()
+            rating |= rate_row(facts, hw, layouts[basis], m).as_dict()
         out.append(rating)
     return out, ""

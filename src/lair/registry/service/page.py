@@ -15,7 +15,8 @@ from lair.recipe import Recipe, secret_env_names
 from lair.registry.service.chart import speed_chart
 from lair.registry.service.document import api_url
 from lair.registry.service.driver import driver_floor
-from lair.registry.service.fitting import gpu_choices, known_facts, rated_rows
+from lair.registry.service.fitting import facts_origin, gpu_choices, known_facts, rated_rows
+from lair.registry.service.launchview import derived_flags, derived_hardware, launch_lines
 from lair.registry.service.markdown import render_markdown
 from lair.registry.service.placeholders import form_fields
 from lair.registry.service.quality import MAX_QUALITY_SPREAD
@@ -35,7 +36,10 @@ BADGES = {
     "community": "Community submission — verify on your own hardware.",
     "official": "Official recipe from the model or engine authors — still verify on your own hardware.",
     "verified": "Numbers verified by the registry from uploaded reports — verify on your own hardware.",
+    "bundled": "Example bundled with lair — verify on your own hardware.",
 }
+BUNDLED_OWNER = "lair-examples"
+"""The owner :func:`~lair.registry.service.publish.seed_examples` gives an example without listed_by."""
 
 
 def fmt_tokens(n: int | None) -> str:
@@ -71,12 +75,52 @@ def _env(recipe: Recipe) -> list[dict[str, str]]:
 
 
 def _credits(rec: RecipeRecord) -> dict[str, Any]:
+    """Credits as written; the upstream weights once (not again when a credit names them)."""
     m = rec.recipe.meta
+    named = {c.who for c in m.credits}
     return {
         "credits": [c.model_dump() for c in m.credits],
-        "upstream_weights": m.upstream_weights,
+        "upstream_weights": m.upstream_weights if m.upstream_weights not in named else None,
         "listed_by": m.listed_by or rec.owner,
     }
+
+
+def _badge(rec: RecipeRecord) -> str:
+    sub = rec.recipe.meta.submission
+    if sub is None and rec.owner == BUNDLED_OWNER:
+        return BADGES["bundled"]
+    return BADGES.get(sub or "community", BADGES["community"])
+
+
+def _facts(rec: RecipeRecord) -> dict[str, Any]:
+    """The model's facts the fit widget uses, where they come from, and a short description."""
+    facts, why = known_facts(rec.recipe)
+    if facts is None:
+        return {"known": False, "reason": why}
+    d = facts.as_dict()
+    gib = facts.weight_bytes / (1 << 30)
+    moe = f", {facts.n_experts} experts ({facts.experts_per_token} per token)" if facts.is_moe else ""
+    line = (
+        f"{_count(facts.total_params)} params ({_count(facts.active_params)} active), {facts.weight_format}, "
+        f"{facts.bits_per_weight:.2f} bits/weight, {facts.attention}, {facts.n_layers} layers{moe}; "
+        f"weights {gib:,.1f} GiB"
+    )
+    table = rec.recipe.meta.model_facts
+    source = table.source if table is not None else ""
+    return {"known": True, "origin": facts_origin(rec.recipe), "line": line, "fields": d, "source": source}
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e9:,.1f}B" if n >= 1e8 else f"{n / 1e6:,.2f}M"
+
+
+def _hardware(rec: RecipeRecord) -> dict[str, Any]:
+    hw = rec.recipe.meta.hardware
+    return hw.model_dump(exclude_none=True) if hw else derived_hardware(rec.recipe)
+
+
+def _flags(rec: RecipeRecord) -> list[dict[str, str]]:
+    return [] if rec.recipe.meta.flags else derived_flags(rec.recipe)
 
 
 def _performance(rec: RecipeRecord) -> dict[str, Any]:
@@ -115,12 +159,13 @@ def recipe_page(rec: RecipeRecord, base: str) -> dict[str, Any]:
     r, m = rec.recipe, rec.recipe.meta
     url = api_url(base, rec.slug)
     facts, facts_why = known_facts(r)
+    count = (m.hardware.gpu_count if m.hardware else None) or derived_hardware(r)["gpu_count"]
     return {
         "slug": rec.slug,
         "sections": SECTIONS,
         "title": m.title or r.display_name,
         "votes": rec.votes,
-        "badge": BADGES.get(m.submission or "community", BADGES["community"]),
+        "badge": _badge(rec),
         "credits": _credits(rec),
         "revision": rec.revision.number,
         "sha256": rec.revision.sha256,
@@ -134,8 +179,10 @@ def recipe_page(rec: RecipeRecord, base: str) -> dict[str, Any]:
         "flags_html": render_markdown(m.flags),
         "revision_notes_html": render_markdown(rec.revision.notes),
         "launch_command": m.launch_command,
+        "launch_lines": launch_lines(r),
         "env": _env(r),
         "flags": m.flags,
+        "derived_flags": _flags(rec),
         "notes": m.notes,
         "agent_prompt": agent_prompt(url),
         "curl": f"curl -fsSL {url}",
@@ -152,7 +199,7 @@ def recipe_page(rec: RecipeRecord, base: str) -> dict[str, Any]:
             "quantization": m.quantization,
             "served_name": r.served_model_name,
         },
-        "hardware": m.hardware.model_dump(exclude_none=True) if m.hardware else {},
+        "hardware": _hardware(rec),
         "max_context": fmt_tokens(ctx) if (ctx := m.max_context or r.max_model_len) else None,
         "kv_pool": f"{m.kv_pool_tokens:,}" if m.kv_pool_tokens else None,
         "performance": _performance(rec),
@@ -162,9 +209,10 @@ def recipe_page(rec: RecipeRecord, base: str) -> dict[str, Any]:
         "fit": {
             "known": facts is not None,
             "reason": facts_why,
+            "facts": _facts(rec),
             "gpus": gpu_choices(),
             "default_gpu": _catalog_id(m.hardware.gpu_model if m.hardware else None),
-            "default_count": (m.hardware.gpu_count if m.hardware else None) or 1,
+            "default_count": count,
         },
         "downloads": [d.model_dump() for d in m.downloads],
         "revision_notes": rec.revision.notes,

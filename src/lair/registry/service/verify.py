@@ -164,9 +164,9 @@ def _ratings(recipe: Recipe, fp: dict[str, Any], cells: list[dict[str, Any]]) ->
     or None for every cell and why there is no roofline (model facts unknown, no GPU or an unknown
     one in the fingerprint)."""
     from lair.fit import Measured, layout_from_recipe, rate_row
-    from lair.registry.service.fitting import fingerprint_hardware, known_facts
+    from lair.registry.service.fitting import fingerprint_hardware, table_facts
 
-    facts, why = known_facts(recipe)
+    facts, why = table_facts(recipe)
     if facts is None:
         return [None] * len(cells), why
     hw, why = fingerprint_hardware(fp)

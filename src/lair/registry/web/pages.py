@@ -115,9 +115,11 @@ def _me(request: Request) -> Any:
 
 
 async def publish_form(request: Request) -> Response:
-    return _page(
-        request, "publish.html", {"me": _me(request), "toml": "", "notes": "", "error": None, "slug": None}
-    )
+    """The form, holding the starter recipe ``lair new`` writes (vLLM in Docker on one node)."""
+    from lair.recipe.scaffold import ScaffoldOptions, scaffold
+
+    ctx = {"me": _me(request), "toml": scaffold(ScaffoldOptions()), "notes": "", "error": None, "slug": None}
+    return _page(request, "publish.html", ctx | {"starter": True})
 
 
 def _form_error(request: Request, ctx: dict[str, Any], exc: RegistryError) -> Response:
