@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from lair.cli._common import dump_json, err
@@ -94,7 +96,7 @@ def register(sub: Any) -> None:
     )
     p.set_defaults(handler=cmd_serve)
 
-    r = sub.add_parser("registry", help="registry database: migrate, seed, export a static copy")
+    r = sub.add_parser("registry", help="registry database: migrate, seed, export a static copy, back up")
     rs = r.add_subparsers(dest="registry_command", metavar="ACTION", required=True)
     m = rs.add_parser("migrate", help="upgrade the database schema (or downgrade with --to)")
     m.add_argument("--db", metavar="URL", help=DB_HELP)
@@ -122,6 +124,73 @@ def register(sub: Any) -> None:
     e.add_argument("--base-url", default="", metavar="URL", help="base URL the copy will be served from")
     e.add_argument("--json", action="store_true", help="print one JSON document")
     e.set_defaults(handler=cmd_export_static)
+    _backup_parsers(rs)
+
+
+BLOBS_HELP = "the blob store (default: LAIR_REGISTRY_BLOBS, else the folder beside the SQLite file)"
+
+
+def _backup_parsers(rs: Any) -> None:
+    b = rs.add_parser(
+        "backup",
+        help="write the database and every report blob to one archive, while the site serves",
+        description="SQLite's online backup or pg_dump (custom format, one snapshot) plus every blob of "
+        "every stored report, in a .tar.gz with a manifest (rows per table, sha256 of each blob).",
+    )
+    b.add_argument("out", metavar="OUT", help="the archive to write (.tar.gz)")
+    b.add_argument("--db", metavar="URL", help=DB_HELP)
+    b.add_argument("--blobs", metavar="URL", help=BLOBS_HELP)
+    b.add_argument("--json", action="store_true", help="print one JSON document")
+    b.set_defaults(handler=cmd_backup)
+    r = rs.add_parser(
+        "restore",
+        help="load a backup archive into an empty database and a blob store",
+        description="Checks every member's sha256, loads the database (SQLite backup API or pg_restore), "
+        "writes the blobs, upgrades the schema to head and compares the rows with the manifest.",
+    )
+    r.add_argument("archive", metavar="IN", help="an archive written by lair registry backup")
+    r.add_argument("--db", metavar="URL", help=DB_HELP + "; must be empty")
+    r.add_argument("--blobs", metavar="URL", help=BLOBS_HELP)
+    r.add_argument("--json", action="store_true", help="print one JSON document")
+    r.set_defaults(handler=cmd_restore)
+
+
+@contextlib.contextmanager
+def _store(db: str | None, blobs: str | None) -> Iterator[tuple[str, Any]]:
+    """The database URL and the blob store ``--blobs`` names (on that database's engine)."""
+    from lair.registry.db.engine import connect_url, default_url, make_engine
+    from lair.registry.service.blobs import blob_store
+
+    url = connect_url(db or default_url())
+    engine = make_engine(url)
+    try:
+        yield url, blob_store(blobs, db_url=url, engine=engine)
+    finally:
+        engine.dispose()
+
+
+def _said(args: argparse.Namespace, out: dict[str, Any], verb: str) -> None:
+    if args.json:
+        dump_json(out)
+        return
+    rows = sum(v for k, v in out["tables"].items() if k != "alembic_version")
+    err(f"{verb} {out['file']}: {out['database']} at {out['revision']}, {rows} rows, {out['blobs']} blobs")
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    from lair.registry.service.backup import backup, summary
+
+    with _store(args.db, args.blobs) as (url, store):
+        _said(args, summary(backup(url, store, args.out), args.out), "wrote")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from lair.registry.service.backup import restore, summary
+
+    with _store(args.db, args.blobs) as (url, store):
+        _said(args, summary(restore(args.archive, url, store), args.archive), "restored")
+    return 0
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:

@@ -1,0 +1,318 @@
+"""``lair registry backup`` / ``restore``: the whole registry in one archive, taken while it serves.
+
+The archive is a ``.tar.gz`` of
+
+- ``manifest.json``: :class:`Manifest` (the database's kind and schema revision, the rows of every
+  table, each blob's key, size and sha256, the database file's sha256);
+- ``database.sqlite3`` (SQLite's online backup API: a consistent copy while writers go on) or
+  ``database.pgdump`` (``pg_dump`` in its custom format);
+- ``blobs/<key>``: every raw file of every stored report, read from the blob store.
+
+Consistency: the rows are counted and the reports listed inside the same snapshot the database
+copy is: the copy itself on SQLite, the exported snapshot ``pg_dump --snapshot`` reads on
+PostgreSQL. A report's blobs are written before its row commits and never change after, so every
+report in the snapshot has all its blobs in the store when they are read.
+
+``restore`` needs an empty database (no table) of the same kind and a blob store; it checks each
+member's sha256 against the manifest before it writes anything, loads the database, writes the
+blobs, upgrades the schema to this version's head (a backup of an older version restores into a
+newer one) and compares the restored rows with the manifest's counts.
+
+Errors: ``RegistryError`` 422 ``invalid`` (not a backup, a member damaged, a database not empty,
+a backup of the other kind), ``RegistryError`` 500 ``backup_failed`` with the tail of
+``pg_dump``/``pg_restore``'s stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import Connection, Engine
+from sqlalchemy.engine import make_url
+
+from lair.errors import RegistryError
+from lair.registry.db.engine import connect_url, dialect_of, make_engine, migrate, sqlite_path
+from lair.registry.service.blobs import BlobStore
+
+__all__ = ["BlobEntry", "Manifest", "backup", "restore"]
+
+FORMAT = "lair.registry_backup"
+MANIFEST = "manifest.json"
+DB_MEMBER = {"sqlite": "database.sqlite3", "postgresql": "database.pgdump"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class BlobEntry(_Strict):
+    key: str = Field(description="the blob's key in the store (reports/<id>/<file>)")
+    size: int = Field(description="bytes")
+    sha256: str = Field(description="hex digest of its bytes")
+
+
+class Manifest(_Strict):
+    format: str = Field(FORMAT, description="always lair.registry_backup")
+    version: int = Field(1, description="layout version of the archive")
+    created_at: str = Field(description="when the snapshot was taken (UTC, ISO 8601)")
+    database: str = Field(description="sqlite or postgresql")
+    revision: str | None = Field(description="the schema's Alembic revision at the snapshot")
+    tables: dict[str, int] = Field(description="rows of every table at the snapshot")
+    database_sha256: str = Field(description="hex digest of the database member")
+    blobs: list[BlobEntry] = Field(description="every blob of every stored report")
+
+
+def _failed(tool: str, done: subprocess.CompletedProcess[bytes]) -> RegistryError:
+    tail = done.stderr.decode(errors="replace").strip()[-800:]
+    return RegistryError(500, "backup_failed", f"{tool} exited with {done.returncode}: {tail}")
+
+
+def _libpq(url: str) -> tuple[str, dict[str, str]]:
+    """The URL pg_dump and pg_restore take, and the environment with its password (never argv)."""
+    u = make_url(connect_url(url))
+    env = {**os.environ} | ({"PGPASSWORD": u.password} if u.password else {})
+    plain = u.set(drivername="postgresql", password=None).render_as_string(hide_password=False)
+    return plain, env
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise RegistryError(
+            500, "backup_failed", f"{name} not found", hint="install PostgreSQL's client tools"
+        )
+    return found
+
+
+def _snapshot_facts(conn: Connection) -> tuple[str | None, dict[str, int], list[str]]:
+    """(schema revision, rows per table, every blob key) as ``conn`` sees the data."""
+    names = sorted(sa.inspect(conn).get_table_names())
+    tables = {n: int(conn.execute(sa.text(f'SELECT count(*) FROM "{n}"')).scalar_one()) for n in names}
+    revision = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+    keys = [
+        f"reports/{rid}/{name}"
+        for rid, files in conn.execute(sa.text("SELECT id, files FROM reports ORDER BY id"))
+        for name in json.loads(files)
+    ]
+    return revision, tables, keys
+
+
+def _sqlite_copy(url: str, out: Path) -> tuple[str | None, dict[str, int], list[str]]:
+    src = sqlite3.connect(sqlite_path(url))
+    dst = sqlite3.connect(out)
+    try:
+        src.backup(dst)  # online: pages copied while other connections keep writing
+    finally:
+        dst.close()
+        src.close()
+    engine = sa.create_engine(f"sqlite:///{out}")
+    try:
+        with engine.connect() as conn:
+            return _snapshot_facts(conn)
+    finally:
+        engine.dispose()
+
+
+def _pg_copy(url: str, out: Path) -> tuple[str | None, dict[str, int], list[str]]:
+    engine = make_engine(url)
+    plain, env = _libpq(url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"))
+            snapshot = conn.execute(sa.text("SELECT pg_export_snapshot()")).scalar_one()
+            argv = [
+                _tool("pg_dump"),
+                "--format=custom",
+                f"--snapshot={snapshot}",
+                "-f",
+                str(out),
+                "-d",
+                plain,
+            ]
+            done = subprocess.run(argv, env=env, capture_output=True, timeout=3600, check=False)
+            if done.returncode != 0:
+                raise _failed("pg_dump", done)
+            facts = _snapshot_facts(conn)
+            conn.rollback()
+            return facts
+    finally:
+        engine.dispose()
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(data), int(datetime.now(UTC).timestamp()), 0o600
+    tar.addfile(info, io.BytesIO(data))
+
+
+def backup(db_url: str, store: BlobStore, out: str | Path) -> Manifest:
+    """Write the archive of the registry at ``db_url`` and its blobs in ``store`` to ``out``
+    (atomically: a temporary file beside it, renamed when complete)."""
+    url, out = connect_url(db_url), Path(out)
+    kind = dialect_of(url)
+    with tempfile.TemporaryDirectory(prefix="lair-backup-") as tmp:
+        db_file = Path(tmp) / DB_MEMBER[kind]
+        created = datetime.now(UTC).isoformat(timespec="seconds")
+        revision, tables, keys = (_sqlite_copy if kind == "sqlite" else _pg_copy)(url, db_file)
+        entries: list[BlobEntry] = []
+        part = out.with_name(f".{out.name}.part")
+        with tarfile.open(part, "w:gz", compresslevel=6) as tar:
+            tar.add(db_file, DB_MEMBER[kind])
+            for key in keys:
+                data = store.get(key)
+                entries.append(BlobEntry(key=key, size=len(data), sha256=hashlib.sha256(data).hexdigest()))
+                _add(tar, f"blobs/{key}", data)
+            manifest = Manifest(
+                created_at=created, database=kind, revision=revision, tables=tables,
+                database_sha256=_sha256(db_file), blobs=entries,
+            )  # fmt: skip
+            _add(tar, MANIFEST, manifest.model_dump_json(indent=2).encode())
+        os.replace(part, out)
+    return manifest
+
+
+def _invalid(where: str, message: str, hint: str = "") -> RegistryError:
+    return RegistryError(422, "invalid", f"{where}: {message}", hint=hint)
+
+
+def _read_manifest(tar: tarfile.TarFile, where: str) -> Manifest:
+    try:
+        member = tar.extractfile(MANIFEST)
+        doc = json.loads(member.read()) if member else None
+    except (KeyError, json.JSONDecodeError):
+        doc = None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise _invalid(where, "not a lair registry backup (no manifest.json of format lair.registry_backup)")
+    try:
+        return Manifest.model_validate(doc)
+    except ValueError as exc:
+        raise _invalid(f"{where}:{MANIFEST}", str(exc).splitlines()[0]) from None
+
+
+@contextlib.contextmanager
+def _members(path: Path) -> Iterator[tuple[Manifest, tarfile.TarFile]]:
+    try:
+        tar = tarfile.open(path, "r:gz")  # noqa: SIM115 - closed by the with below
+    except (OSError, tarfile.TarError) as exc:
+        raise _invalid(str(path), f"cannot be read as .tar.gz ({exc})") from None
+    with tar:
+        yield _read_manifest(tar, str(path)), tar
+
+
+def _member_bytes(tar: tarfile.TarFile, members: dict[str, tarfile.TarInfo], name: str, sha256: str) -> bytes:
+    f = tar.extractfile(members[name]) if name in members else None
+    if f is None:
+        raise _invalid(str(tar.name), f"{name} is missing from the archive")
+    data = f.read()
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise _invalid(str(tar.name), f"{name}: sha256 differs from the manifest's (the archive is damaged)")
+    return data
+
+
+def _blobs(
+    tar: tarfile.TarFile, members: dict[str, tarfile.TarInfo], m: Manifest
+) -> Iterator[tuple[str, bytes]]:
+    """Each blob (key, checked bytes), one in memory at a time."""
+    for b in m.blobs:
+        yield b.key, _member_bytes(tar, members, f"blobs/{b.key}", b.sha256)
+
+
+def _empty(engine: Engine, where: str) -> None:
+    with engine.connect() as conn:
+        names = sa.inspect(conn).get_table_names()
+    if names:
+        raise _invalid(
+            where,
+            f"the database is not empty ({len(names)} tables)",
+            hint="restore into a new database (createdb NAME, or a new SQLite path)",
+        )
+
+
+def _load_sqlite(url: str, data: bytes, tmp: Path) -> None:
+    (tmp / "db").write_bytes(data)
+    src, dst = sqlite3.connect(tmp / "db"), sqlite3.connect(sqlite_path(url))
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
+
+
+def _load_pg(url: str, data: bytes, tmp: Path) -> None:
+    (tmp / "db").write_bytes(data)
+    plain, env = _libpq(url)
+    argv = [_tool("pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error", "--single-transaction"]
+    done = subprocess.run(
+        [*argv, "-d", plain, str(tmp / "db")], env=env, capture_output=True, timeout=3600, check=False
+    )
+    if done.returncode != 0:
+        raise _failed("pg_restore", done)
+
+
+def _restored_counts(engine: Engine, manifest: Manifest, where: str) -> None:
+    with engine.connect() as conn:
+        _rev, tables, _keys = _snapshot_facts(conn)
+    wrong = {n: (c, tables.get(n)) for n, c in manifest.tables.items() if n != "alembic_version"}
+    wrong = {n: v for n, v in wrong.items() if v[0] != v[1]}
+    if wrong:
+        raise RegistryError(500, "backup_failed", f"{where}: restored row counts differ: {wrong}")
+
+
+def restore(path: str | Path, db_url: str, store: BlobStore) -> Manifest:
+    """Load the archive at ``path`` into the empty database ``db_url`` and the blob store ``store``."""
+    url, path = connect_url(db_url), Path(path)
+    kind, where = dialect_of(url), str(path)
+    with _members(path) as (manifest, tar):
+        if manifest.database != kind:
+            raise _invalid(where, f"a backup of a {manifest.database} registry cannot restore into {kind}")
+        members = {m.name: m for m in tar.getmembers()}
+        engine = make_engine(url)
+        try:
+            _empty(engine, where)
+            db = _member_bytes(tar, members, DB_MEMBER[kind], manifest.database_sha256)
+            for _blob in _blobs(tar, members, manifest):
+                pass  # every member checked before anything is written
+            with tempfile.TemporaryDirectory(prefix="lair-restore-") as tmp:
+                (_load_sqlite if kind == "sqlite" else _load_pg)(url, db, Path(tmp))
+            for key, data in _blobs(tar, members, manifest):
+                store.put(key, data)
+            _restored_counts(engine, manifest, where)
+            migrate(engine)
+        finally:
+            engine.dispose()
+    return manifest
+
+
+def summary(manifest: Manifest, file: str) -> dict[str, Any]:
+    """What the CLI prints: the file, the database, the rows of the main tables, the blobs."""
+    return {
+        "ok": True, "file": file, "database": manifest.database, "revision": manifest.revision,
+        "tables": manifest.tables, "blobs": len(manifest.blobs),
+        "blob_bytes": sum(b.size for b in manifest.blobs), "created_at": manifest.created_at,
+    }  # fmt: skip
+
+
+__all__ += ["summary"]
