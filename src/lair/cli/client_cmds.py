@@ -51,6 +51,12 @@ def register(sub: Any) -> None:
     h.add_argument("file", metavar="FILE")
     h.add_argument("--notes", default="", help="revision notes")
     h.add_argument("-y", "--yes", action="store_true", help="do not ask")
+    h.add_argument(
+        "--model",
+        metavar="DIR",
+        help="model folder, GGUF file or HF cache entry whose facts go into [meta.model_facts] "
+        "(default: where lair fit looks: the recipe's model path, the HF cache, the fit/ folder beside it)",
+    )
     h.add_argument("--json", action="store_true", help="print one JSON document")
     h.set_defaults(handler=cmd_push)
     m = sub.add_parser("submit", help="upload a run report folder; the registry verifies it")
@@ -254,12 +260,43 @@ def _changed(client: Any, recipe: Any, slug: str, file: str) -> bool:
     return old != new
 
 
+def _with_facts(args: argparse.Namespace, recipe: Any, text: str) -> tuple[Any, str, bool]:
+    """The recipe (and its text) with ``[meta.model_facts]`` and ``[meta.fit_layout]`` from what
+    ``lair fit`` reads for it, when it has no facts yet; whether they were added."""
+    from pathlib import Path
+
+    from lair.fit.recipe_facts import facts_table, fit_layout_table, local_facts, with_fit_tables
+    from lair.recipe import format_of, load_text
+
+    if recipe.meta.model_facts is not None:
+        return recipe, text, False
+    got = local_facts(recipe, Path(args.file).resolve().parent, args.model)
+    if got is None:
+        err("note: no model facts found (no model folder, HF cache entry or fit/config.json); "
+            "the registry sizes the model only if it knows it: pass --model DIR")  # fmt: skip
+        return recipe, text, False
+    facts, layout, source = got
+    try:
+        tables = facts_table(facts), {} if recipe.meta.fit_layout else fit_layout_table(layout)
+    except ValueError as exc:
+        err(f"warning: the model facts read from {source} are not published: {exc}")
+        return recipe, text, False
+    if format_of(args.file) != "toml":
+        err(f"warning: add [meta.model_facts] to {args.file} by hand (lair fit --json shows them)")
+        return recipe, text, False
+    new = with_fit_tables(text, *tables)
+    err(f"model facts from {source} go into [meta.model_facts]")
+    return load_text(new, args.file), new, True
+
+
 def cmd_push(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from lair.recipe import load_recipe
 
+    text = Path(args.file).read_text(encoding="utf-8")
     recipe, client = load_recipe(args.file), _client()
+    recipe, text, facts_added = _with_facts(args, recipe, text)
     slug, revise = _push_target(client, recipe, args.file)
     if revise and not _changed(client, recipe, slug, args.file):
         err(f"no change against the latest revision of {slug}")
@@ -268,9 +305,12 @@ def cmd_push(args: argparse.Namespace) -> int:
     if not args.yes and not _confirm(f"publish {what}?"):
         err("not published")
         return 1
-    res = dict(client.push(Path(args.file).read_text(encoding="utf-8"), args.notes, slug if revise else None))
+    res = dict(client.push(text, args.notes, slug if revise else None))
+    if facts_added:  # the file is the revision, so that its runs' reports name it
+        Path(args.file).write_text(text, encoding="utf-8")
+        err(f"wrote [meta.model_facts] into {args.file}")
     wrote = not recipe.meta.slug and _write_slug(args.file, str(res["slug"]))
-    dump_json(res | {"slug_written": wrote}) if args.json else err(
+    dump_json(res | {"slug_written": wrote, "model_facts_written": facts_added}) if args.json else err(
         f"published {res['slug']} revision {res['revision']}"
     )
     return 0

@@ -121,6 +121,10 @@ def _recipe_and_facts(args: argparse.Namespace) -> tuple[Any, Any]:
         from lair.fit.recipe_layout import recipe_model_path
 
         model = recipe_model_path(recipe, _recipe_dir(args, recipe))
+    if model is None and recipe is not None and recipe.meta.model_facts is not None:
+        from lair.fit.recipe_facts import recipe_facts
+
+        return recipe, recipe_facts(recipe)  # what lair push wrote: no model folder here
     if model is None:
         raise FitError(_no_facts(recipe), hint=_no_facts_hint(args, recipe))
     facts = read_model_facts(model)
@@ -160,9 +164,11 @@ def _layout(args: argparse.Namespace, recipe: Any, recipe_dir: Path | None) -> A
 
     from lair.fit import Layout, layout_from_recipe
     from lair.fit.catalog import GIB
+    from lair.fit.recipe_facts import with_fit_layout
     from lair.fit.recipe_layout import bundled_layout
 
     layout = layout_from_recipe(recipe) if recipe is not None else Layout()
+    layout = with_fit_layout(layout, recipe) if recipe is not None else layout
     layout = replace(layout, **bundled_layout(recipe_dir))
     given = {
         "tp": args.tp,

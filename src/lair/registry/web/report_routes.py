@@ -136,7 +136,11 @@ async def report_page(request: Request) -> Response:
     doc, ext = _report(request)
     if ext == "json":
         return json_response(doc)
-    return html("report.html", {"r": doc})
+    from lair.registry.service.report_view import report_view
+
+    with request.app.state.engine.connect() as conn:
+        view = report_view(conn, doc["id"])
+    return html("report.html", {"r": view})
 
 
 async def report_file(request: Request) -> Response:
