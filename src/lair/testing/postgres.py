@@ -1,5 +1,6 @@
 """A PostgreSQL server of a test's own, to stop and start again: ``initdb`` in a temporary folder,
-``postgres`` on a free port of 127.0.0.1 (trust authentication), stopped and removed on exit.
+``postgres`` on a free port of 127.0.0.1 or a chosen address (trust authentication, from that
+address's subnet too: clients in network namespaces on a bridge), stopped and removed on exit.
 
     with pg_server() as pg:
         app = create_app(pg.url)
@@ -61,26 +62,29 @@ def _demote(account: tuple[int, int] | None) -> Callable[[], None] | None:
 
 
 class PgServer:
-    def __init__(self, root: Path, port: int) -> None:
-        self.root, self.port = root, port
+    def __init__(self, root: Path, port: int, host: str = "127.0.0.1") -> None:
+        self.root, self.port, self.host = root, port, host
         self.data = root / "data"
         self.account = _account()
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://postgres@{self.host}:{self.port}/postgres"
 
     def init(self) -> None:
         if self.account is not None:
             os.chown(self.root, *self.account)
         cmd = [_binary("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"]
         subprocess.run(cmd, check=True, capture_output=True, preexec_fn=_demote(self.account), timeout=120)
+        if self.host != "127.0.0.1":  # the clients on the address's own subnet (a test bridge)
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                hba.write("host all all samenet trust\n")
 
     def start(self, timeout: float = 60.0) -> None:
         """Start the server and wait (with a deadline) until it accepts connections."""
         cmd = [_binary("postgres"), "-D", str(self.data), "-p", str(self.port), "-k", str(self.root)]
-        cmd += ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]
+        cmd += ["-c", f"listen_addresses={self.host}", "-c", "fsync=off"]
         log = open(self.root / "server.log", "ab")  # noqa: SIM115 - the server's own stderr, closed with it
         self.proc = subprocess.Popen(
             cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=_demote(self.account)
@@ -115,10 +119,10 @@ class PgServer:
 
 
 @contextmanager
-def pg_server() -> Iterator[PgServer]:
-    """A fresh server, started; stopped and its folder removed afterwards."""
+def pg_server(host: str = "127.0.0.1") -> Iterator[PgServer]:
+    """A fresh server on ``host``, started; stopped and its folder removed afterwards."""
     root = Path(tempfile.mkdtemp(prefix="lair-pg-"))
-    server = PgServer(root, free_port())
+    server = PgServer(root, free_port(), host)
     try:
         server.init()
         server.start()
