@@ -61,11 +61,6 @@ def _container_opts(r: Recipe, secrets: set[str]) -> list[str]:
     opts += [f"--ulimit={k}={v}" for k, v in r.ulimits.items()]
     opts += ["-e " + _env_line(k, v, k in secrets) for k, v in r.env.items()]
     opts += [f"-v {m.host}:{m.container}" + (":ro" if m.read_only else "") for m in r.extra_mounts]
-    opts += (
-        [f"# + a read-only bind mount per line of {r.extra_mounts_manifest}"]
-        if r.extra_mounts_manifest
-        else []
-    )
     opts += [f"-p {r.port}:{r.port}"]
     opts += [f"--entrypoint={shlex.quote(r.entrypoint[0])}"] if r.entrypoint else []
     return opts
@@ -90,9 +85,17 @@ def launch_lines(recipe: Recipe) -> list[str]:
         return [*env, *_argv_lines([*r.entrypoint, *r.args])] or [f"# {r.engine}: no entrypoint"]
     command = _argv_lines([*r.entrypoint[1:], *r.args])
     lines = [f"{r.runtime} run --rm", *_container_opts(r, secrets), r.docker_image or "IMAGE", *command]
+    return lines + _notes(r)
+
+
+def _notes(r: Recipe) -> list[str]:
+    """What lair adds that the fields alone do not show, as comment lines after the command."""
+    notes = []
+    if r.extra_mounts_manifest:
+        notes.append(f"# + a read-only bind mount per line of {r.extra_mounts_manifest}")
     if not r.entrypoint:
-        lines.append(f"# + the {r.engine} serve command lair adds for the model (lair plan shows it)")
-    return lines
+        notes.append(f"# + the {r.engine} serve command lair adds for the model (lair plan shows it)")
+    return notes
 
 
 def derived_hardware(recipe: Recipe) -> dict[str, Any]:
