@@ -19,7 +19,6 @@ import signal
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from lair.registry.serve import prepare
 from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.outage import OBJECT_STORE_RETRY_S
 from lair.registry.service.recompute import check_cells
+from lair.testing.deploy import nginx_binary, nginx_conf, redis_server
 from lair.testing.nodes import NetnsNodes, TestNode
 from lair.testing.postgres import pg_server
 from lair.testing.registry import free_port, wait_http
@@ -44,7 +44,6 @@ from lair.testing.uploads import encode, report_files, tar_gz
 pytestmark = [pytest.mark.integration, pytest.mark.ssh]
 
 ROOT = Path(__file__).resolve().parents[3]
-NGINX_CONF = ROOT / "deploy" / "nginx" / "lair-registry.conf"
 APP_PORT = 8780
 BUCKET = "lair-reports"
 WRITE_LIMIT = 6  # writes a minute per account, counted in Redis across both hosts
@@ -128,89 +127,19 @@ def variant(base: dict[str, Any], n: int) -> dict[str, Any]:
     return files
 
 
-def _certificate(where: Path) -> tuple[Path, Path]:
-    crt, key = where / "registry.crt", where / "registry.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(crt)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    return crt, key
-
-
-def nginx_conf(where: Path, upstreams: list[str], https: int, http: int) -> Path:
-    """``deploy/nginx/lair-registry.conf`` with this test's addresses, ports and files, inside a
-    minimal nginx.conf of its own prefix."""
-    crt, key = _certificate(where)
-    text = NGINX_CONF.read_text()
-    servers = "".join(f"    server {u} max_fails=1 fail_timeout=10s;\n" for u in upstreams)
-    text = re.sub(r"(    server 10\.0\.0\.\d+:8780 [^\n]*\n)+", servers, text)
-    for old, new in {
-        "listen 443 ssl http2;": f"listen 127.0.0.1:{https} ssl http2;",
-        "listen 80;": f"listen 127.0.0.1:{http};",
-        "/etc/ssl/lair/registry.crt": str(crt),
-        "/etc/ssl/lair/registry.key": str(key),
-        "/var/log/nginx/lair-registry.log": str(where / "access.log"),
-        "registry.example.org": "localhost",
-    }.items():
-        assert old in text, old
-        text = text.replace(old, new)
-    text = "\n".join(line for line in text.splitlines() if "[::]" not in line)  # no IPv6 here
-    (where / "lair-registry.conf").write_text(text)
-    main = f"""
-user root;
-worker_processes 1;
-pid {where}/nginx.pid;
-error_log {where}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    client_body_temp_path {where}/body; proxy_temp_path {where}/proxy;
-    fastcgi_temp_path {where}/fcgi; uwsgi_temp_path {where}/uwsgi; scgi_temp_path {where}/scgi;
-    include {where}/lair-registry.conf;
-}}
-"""
-    (where / "nginx.conf").write_text(main)
-    return where / "nginx.conf"
+@pytest.fixture(scope="module")
+def nginx() -> str:
+    return nginx_binary()
 
 
 @pytest.fixture(scope="module")
-def nginx_binary() -> str:
-    for path in ("/usr/sbin/nginx", "/usr/bin/nginx"):
-        if Path(path).exists():
-            return path
-    raise RuntimeError("nginx is not installed: run scripts/registry-setup.sh")
-
-
-def _redis(host: str, where: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    argv = ["redis-server", "--bind", host, "--port", str(port), "--save", "", "--appendonly", "no"]
-    argv += ["--protected-mode", "no", "--dir", str(where)]
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
-    import redis
-
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            redis.Redis(host=host, port=port, socket_timeout=1).ping()
-            break
-        except redis.ConnectionError:
-            assert time.monotonic() < deadline and proc.poll() is None, "redis-server did not start"
-            time.sleep(0.05)
-    return proc, f"redis://{host}:{port}/0"
-
-
-@pytest.fixture(scope="module")
-def deployment(
-    tmp_path_factory: pytest.TempPathFactory, artifacts: Path, nginx_binary: str
-) -> Iterator[Deployment]:
+def deployment(tmp_path_factory: pytest.TempPathFactory, artifacts: Path, nginx: str) -> Iterator[Deployment]:
     where = tmp_path_factory.mktemp("two-hosts")
     with NetnsNodes(2) as nodes:
         bridge = f"{nodes.subnet}.1"
         with pg_server(host=bridge) as pg, s3_server(host=bridge) as s3:
-            redis_proc, redis_url = _redis(bridge, where)
-            nginx: subprocess.Popen[bytes] | None = None
+            redis_proc, redis_url = redis_server(bridge, where)
+            proxy: subprocess.Popen[bytes] | None = None
             dep: Deployment | None = None
             try:
                 url, added = prepare(pg.url)
@@ -218,8 +147,8 @@ def deployment(
                 s3.create_bucket(BUCKET)
                 https, http = free_port(), free_port()
                 conf = nginx_conf(where, [f"{n.address}:{APP_PORT}" for n in nodes.nodes], https, http)
-                nginx = subprocess.Popen(
-                    [nginx_binary, "-p", str(where), "-c", str(conf), "-g", "daemon off;"],
+                proxy = subprocess.Popen(
+                    [nginx, "-p", str(where), "-c", str(conf), "-g", "daemon off;"],
                     stdin=subprocess.DEVNULL, start_new_session=True,
                 )  # fmt: skip
                 env = s3.env | {
@@ -246,9 +175,9 @@ def deployment(
             finally:
                 for name in list(dep.apps if dep else []):
                     dep.kill_app(next(n for n in nodes.nodes if n.name == name))  # type: ignore[union-attr]
-                if nginx is not None:
-                    nginx.terminate()
-                    nginx.wait(15)
+                if proxy is not None:
+                    proxy.terminate()
+                    proxy.wait(15)
                 redis_proc.terminate()
                 redis_proc.wait(15)
 
