@@ -163,5 +163,9 @@ def test_fit_widget(page: Any, site: str, artifacts: Path) -> None:
     assert page.locator("#kv-pool").inner_text() == f"{api['kv_pool_tokens']:,}"
     assert page.locator("#max-context").inner_text() == f"{api['max_context']:,}"
     page.screenshot(path=str(artifacts / "fit.png"), full_page=True)
+    # the fit page's form keeps the GPU and count just checked (from its query string)
+    assert page.locator("form#fit select[name=gpu]").input_value() == "rtx-4090"
+    assert page.locator("form#fit input[name=gpus]").input_value() == "1"
     page.goto(f"{site}/recipes/{SLUG_000}")
-    assert "model facts unknown" in page.locator("[data-section=fit]").inner_text()
+    facts = page.locator("[data-section=fit] p.model-facts").inner_text()
+    assert "61 layers" in facts and "from the recipe's meta.model_facts" in facts
