@@ -5,7 +5,11 @@ A rig is ``<config>/rigs/<name>.toml``::
     [values]             # placeholder values, e.g. PACK = "/models/dsv41"
     [hardware]           # gpu_model, gpu_count, vram_gb, host_ram_gb, cpu
     [capabilities]       # what the hosts' container runtime allows (see lair.rig.Capabilities)
+    [cost]               # power_price_kwh, hardware_cost, hardware_life_years: the bench's $/Mtok
     cluster = "homelab"  # default cluster for recipes run with this rig
+
+``lair rig set home power_price_kwh=0.31 hardware_cost=7200 hardware_life_years=3`` writes the
+``[cost]`` keys (:data:`COST_KEYS` go there, every other ``NAME=VALUE`` is a placeholder value).
 
 Secrets do not belong in a rig: secret placeholders are read from the environment.
 """
@@ -20,7 +24,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lair.errors import ConfigError
 
-__all__ = ["Capabilities", "Rig", "RigHardware", "list_rigs", "load_rig", "rig_path", "set_rig_values"]
+__all__ = [
+    "COST_KEYS",
+    "Capabilities",
+    "Rig",
+    "RigCost",
+    "RigHardware",
+    "list_rigs",
+    "load_rig",
+    "rig_path",
+    "set_rig_values",
+]
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -35,6 +49,20 @@ class RigHardware(_Strict):
     vram_gb: float | None = Field(None, gt=0)
     host_ram_gb: float | None = Field(None, gt=0)
     cpu: str | None = None
+
+
+class RigCost(_Strict):
+    """What running the rig costs: the bench's $/Mtok (:func:`lair.bench.telemetry.cost_per_mtok`)."""
+
+    power_price_kwh: float | None = Field(None, ge=0, le=1000, description="electricity price per kWh")
+    hardware_cost: float | None = Field(None, ge=0, le=1e9, description="what the hardware cost")
+    hardware_life_years: float | None = Field(
+        None, gt=0, le=100, description="years the hardware cost is spread over"
+    )
+
+
+COST_KEYS = frozenset(RigCost.model_fields)
+"""Keys ``lair rig set NAME KEY=VALUE`` writes to ``[cost]`` rather than to ``[values]``."""
 
 
 class Capabilities(_Strict):
@@ -58,6 +86,7 @@ class Rig(_Strict):
     values: dict[str, str | int] = Field(default_factory=dict)
     hardware: RigHardware = Field(default_factory=RigHardware)
     capabilities: Capabilities = Field(default_factory=Capabilities)
+    cost: RigCost = Field(default_factory=RigCost)
 
     def string_values(self) -> dict[str, str]:
         return {k: str(v) for k, v in self.values.items()}
@@ -86,8 +115,16 @@ def list_rigs() -> list[str]:
 
 
 def set_rig_values(name: str, assignments: dict[str, str], *, section: str = "values") -> Rig:
-    """Set ``section.KEY = VALUE`` in a rig file (created if missing), keeping its comments."""
+    """Set ``section.KEY = VALUE`` in a rig file (created if missing), keeping its comments; in
+    ``values``, the :data:`COST_KEYS` go to ``[cost]``."""
     import tomlkit
+
+    if section == "values" and COST_KEYS & set(assignments):
+        cost = {k: v for k, v in assignments.items() if k in COST_KEYS}
+        set_rig_values(name, cost, section="cost")
+        assignments = {k: v for k, v in assignments.items() if k not in COST_KEYS}
+        if not assignments:
+            return load_rig(name)
 
     p = rig_path(name)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -110,7 +147,8 @@ def set_rig_values(name: str, assignments: dict[str, str], *, section: str = "va
 def _typed(section: str, key: str, value: str) -> Any:
     if section == "values":
         return value
-    model: type[BaseModel] = RigHardware if section == "hardware" else Capabilities
+    models: dict[str, type[BaseModel]] = {"hardware": RigHardware, "cost": RigCost}
+    model = models.get(section, Capabilities)
     field = model.model_fields.get(key)
     if field is None:
         raise ConfigError(f"unknown {section} key {key!r}")
@@ -120,7 +158,10 @@ def _typed(section: str, key: str, value: str) -> Any:
     if "int" in ann:
         return int(value)
     if "float" in ann:
-        return float(value)
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigError(f"{section}.{key}: expected a number, got {value!r}") from None
     if "list" in ann:
         return [x for x in value.split(",") if x]
     return value

@@ -9,7 +9,17 @@ from typing import Any
 
 from lair.errors import BenchError
 
-__all__ = ["SCHEMA_VERSION", "BenchOptions", "BenchResult", "CellResult", "NeedleResult"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "BenchOptions",
+    "BenchResult",
+    "CacheCertificate",
+    "CellCertificate",
+    "CellResult",
+    "ClientCertificate",
+    "NeedleResult",
+    "RunCertificate",
+]
 
 SCHEMA_VERSION = 1
 """Version of the ``results.json`` layout; bumped on any incompatible change."""
@@ -40,11 +50,38 @@ class BenchOptions:
     """Run the remaining cells after a cell with failed requests (else the bench stops there)."""
     max_context: int | None = None
     """The recipe's context limit, used when the server does not say its own."""
+    order: str = "shuffled"
+    """``shuffled``: the cells run in a random order (``seed``, recorded); ``fixed``: contexts x
+    concurrency as given."""
+    seed: int | None = None
+    """Seed of the shuffled order (None: a fresh one, recorded in the results)."""
+    warmup_requests: int = 1
+    """Untimed requests before the first cell (fresh prompts: they share no prefix with the cells)."""
+    idle_gap_s: float = 0.0
+    """Pause before each cell, so a cell starts from an idle engine and GPU."""
+    telemetry: str = "auto"
+    """GPU telemetry: ``auto`` (NVML, else nvidia-smi, else none), ``nvml``, ``nvidia-smi``, ``none``."""
+    telemetry_interval_s: float = 0.1
+    power_price_kwh: float | None = None
+    """Electricity price per kWh (the rig's ``power_price_kwh``) for $/Mtok."""
+    hardware_cost: float | None = None
+    """What the rig cost, spread over ``hardware_life_years`` in $/Mtok."""
+    hardware_life_years: float | None = None
     read_interval_ms: float = 20.0
     """Plain-HTTP streams: after its first content chunk, a stream is read once per this interval
     (chunks in between are stamped at most this late; TTFT and the last chunk keep their exact
     arrival). 0 reads every chunk as it arrives, at about twice the CPU cost."""
     progress: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
+
+    def pricing(self) -> dict[str, float | None]:
+        """The rig's prices as given ({} without an electricity price or a hardware cost)."""
+        if self.power_price_kwh is None and self.hardware_cost is None:
+            return {}
+        return {
+            "power_price_kwh": self.power_price_kwh,
+            "hardware_cost": self.hardware_cost,
+            "hardware_life_years": self.hardware_life_years,
+        }
 
     def as_dict(self) -> dict[str, Any]:
         """The options as recorded in results (never the API key)."""
@@ -52,6 +89,81 @@ class BenchOptions:
         d["tokenizer"] = str(self.tokenizer) if self.tokenizer else None
         d["api_key_given"] = bool(self.api_key)
         return d
+
+
+@dataclass
+class CacheCertificate:
+    """The prefix cache during a cell: the engine's hit counter before and after each repeat (None:
+    the engine has none), and the hit tokens it counted and the responses reported."""
+
+    metric: str | None
+    hits_before: list[float | None]
+    hits_after: list[float | None]
+    counter_hit_tokens: float | None
+    """Sum of the counter's deltas over the repeats (None: no counter)."""
+    response_cached_tokens: int | None
+    """Sum of the responses' ``cached_tokens`` (None: no response reported it)."""
+    proven_by: list[str]
+    """What could have seen a hit: ``engine-counter``, ``responses`` (empty: cold not proven)."""
+    cold: bool
+    """No hit beyond the chat template's allowance, and something was there to see one."""
+
+
+@dataclass
+class ClientCertificate:
+    """The bench's own load during a cell (the worst repeat) and the verdict drawn from it."""
+
+    cpu_fraction_max: float
+    loop_lag_p99_ms_max: float
+    batched_lag_p99_ms_max: float
+    read_interval_ms: float
+    bound: bool
+    limits: dict[str, float]
+    """The bounds the verdict holds the load against (``cpu_fraction``, ``loop_lag_p99_ms``)."""
+
+
+@dataclass
+class CellCertificate:
+    """How one cell was measured: what says its number is honest (see docs/bench.md)."""
+
+    position: int
+    """0 for the first cell that ran."""
+    started_s: float
+    """Seconds after the bench's first cell began (the first cell: 0)."""
+    duration_s: float
+    idle_gap_s: float
+    """Seconds since the previous cell (or the warm-up) ended."""
+    cache: CacheCertificate
+    client: ClientCertificate
+    gpu: dict[str, Any] | None
+    """:func:`lair.bench.telemetry.summarize_window` of the cell; None: no GPU telemetry."""
+    energy: dict[str, Any] | None = None
+    """Joules per token, tokens per kWh, watts; None without an energy figure."""
+
+
+@dataclass
+class RunCertificate:
+    """What holds for every cell of a run: order, warm-up, telemetry and software."""
+
+    order: str
+    seed: int | None
+    cells_in_order: list[list[int]]
+    """``[context, concurrency]`` of each cell as it ran."""
+    warmup_requests: int
+    idle_gap_s: float
+    telemetry: str
+    """``nvml``, ``nvidia-smi`` or ``none``."""
+    telemetry_note: str
+    """Why there is no telemetry, said plainly ("" with telemetry)."""
+    telemetry_interval_s: float
+    software: dict[str, Any]
+    """Engine, engine version and commit (as the server says), driver, CUDA and NVML versions,
+    GPU names; the report writer adds the image digest."""
+    pricing: dict[str, float | None] = field(default_factory=dict)
+    """The rig's ``power_price_kwh``, ``hardware_cost``, ``hardware_life_years`` when known."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass
@@ -79,6 +191,7 @@ class CellResult:
     stats: dict[str, dict[str, float] | None] = field(default_factory=dict)
     client: dict[str, float] = field(default_factory=dict)
     engine_metrics: list[dict[str, Any]] = field(default_factory=list)
+    certificate: CellCertificate | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,6 +232,7 @@ class BenchResult:
     """False when the bench stopped after a cell with failed requests."""
     prompt_sizing: dict[str, Any] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    certificate: RunCertificate | None = None
 
     @property
     def failed_cells(self) -> list[CellResult]:
@@ -153,6 +267,7 @@ class BenchResult:
             "prompt_sizing": self.prompt_sizing,
             "cells": [c.as_dict() for c in self.cells],
             "needle": self.needle.as_dict() if self.needle else None,
+            "certificate": self.certificate.as_dict() if self.certificate else None,
         }
         if with_requests:
             d["requests"] = self.requests

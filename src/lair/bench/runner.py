@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import random
+import secrets
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,12 +20,14 @@ from typing import Any
 
 from lair.bench import definitions as d
 from lair.bench.aggregate import aggregate_cell
+from lair.bench.certificate import CellWindow, ClientLoad, Repeat, cell_certificate, run_certificate
 from lair.bench.client import Endpoint, StreamProtocol, chat_request, http_request, open_stream, parse_stream
-from lair.bench.metrics import MetricsWatch, cell_engine_metrics, scrape
+from lair.bench.metrics import MetricsWatch, cell_engine_metrics, metrics_table, scrape
 from lair.bench.prompt import Counter, PromptSizer, needle_prompt
 from lair.bench.rawstream import RawStream, open_raw_stream, pump
 from lair.bench.results import BenchOptions, BenchResult, CellResult, NeedleResult
 from lair.bench.server import ServerInfo, context_refusal, server_info
+from lair.bench.telemetry import GpuSampler, NoTelemetry, open_sampler
 from lair.errors import BenchError
 
 __all__ = ["run_bench", "run_bench_async"]
@@ -44,29 +48,16 @@ class _Session:
     extras: bool = True
     metrics: bool = False
     info: ServerInfo = field(default_factory=ServerInfo)
+    sampler: GpuSampler = field(default_factory=lambda: NoTelemetry("not started"))
+    windows: list[CellWindow] = field(default_factory=list)
+    order: list[tuple[int, int]] = field(default_factory=list)
+    seed: int | None = None
+    last_end: float = 0.0
+    """perf_counter when the last cell (or the warm-up) ended."""
 
 
-@dataclass
-class _Client:
-    """The bench's own load during one repeat."""
-
-    cpu_s: float
-    wall_s: float
-    loop_lag_p99_ms: float
-    batched_lag_p99_ms: float = 0.0
-    interval_ms: float = 0.0
-
-    @property
-    def bound(self) -> bool:
-        lags = (self.loop_lag_p99_ms, self.batched_lag_p99_ms, self.interval_ms)
-        return d.is_client_bound(self.cpu_s, self.wall_s, *lags)
-
-
-@dataclass
-class _Repeat:
-    timings: list[d.RequestTiming]
-    client: _Client
-    engine: dict[str, Any] = field(default_factory=dict)
+_Client = ClientLoad
+_Repeat = Repeat
 
 
 class _LagMonitor:
@@ -182,16 +173,24 @@ async def _probe(s: _Session, content: str) -> int | None:
     return r.prompt_tokens
 
 
+def _hits(snap: dict[str, float] | None, table_of: dict[str, float] | None) -> float | None:
+    """The engine's prefix-cache hit counter in ``snap`` (None: no snapshot or no such counter)."""
+    t = metrics_table(table_of) if table_of else None
+    return snap.get(t.hits) if snap is not None and t is not None and t.hits else None
+
+
 async def _repeat(s: _Session, contents: list[str]) -> _Repeat:
     before = await scrape(s.ep, s.opts.api_key) if s.metrics else None
     watch = MetricsWatch(s.ep, s.opts.api_key, s.opts.scrape_interval_s)
     if before is not None:
         watch.start()
+    t0 = time.perf_counter()
     timings, client = await _stream_all(s, contents, s.opts.decode_tokens, s.opts.force_output)
+    t1 = time.perf_counter()
     samples = await watch.stop()
     after = await scrape(s.ep, s.opts.api_key) if before is not None else None
     engine = cell_engine_metrics(before, after, samples) if before is not None and after is not None else {}
-    return _Repeat(timings, client, engine)
+    return _Repeat(timings, client, engine, t0, t1, _hits(before, after), _hits(after, after))
 
 
 async def _contents(s: _Session, ctx: int, c: int) -> list[str]:
@@ -331,6 +330,9 @@ def _say(s: _Session, msg: str) -> None:
 
 
 async def _run_cell(s: _Session, ctx: int, c: int, rows: list[dict[str, Any]]) -> CellResult:
+    if s.opts.idle_gap_s > 0:
+        await asyncio.sleep(s.opts.idle_gap_s)  # the engine and GPU idle before the cell (an option)
+    began = time.perf_counter()
     reps: list[_Repeat] = []
     for i in range(s.opts.repeat):
         rep = await _repeat(s, await _contents(s, ctx, c))
@@ -338,6 +340,8 @@ async def _run_cell(s: _Session, ctx: int, c: int, rows: list[dict[str, Any]]) -
         reps.append(rep)
         _say(s, f"  ctx {ctx} x{c} repeat {i + 1}/{s.opts.repeat}: {_repeat_line(rep)}")
     cell = _cell(s, ctx, c, reps)
+    s.windows.append(CellWindow(len(s.windows), began - s.last_end, reps, cell))
+    s.last_end = time.perf_counter()
     _say(s, _cell_line(cell))
     return cell
 
@@ -417,16 +421,49 @@ def _refuse_long_contexts(info: ServerInfo, opts: BenchOptions) -> None:
             raise refusal
 
 
+def _cell_order(s: _Session) -> list[tuple[int, int]]:
+    """Contexts x concurrency as given (``fixed``), or shuffled by a recorded seed."""
+    pairs = [(ctx, c) for ctx in s.opts.contexts for c in s.opts.concurrency]
+    if s.opts.order == "fixed":
+        return pairs
+    s.seed = s.opts.seed if s.opts.seed is not None else secrets.randbelow(2**31)
+    random.Random(s.seed).shuffle(pairs)
+    return pairs
+
+
+async def _warm_up(s: _Session) -> None:
+    """Untimed requests on fresh prompts of the smallest context: CUDA graphs, allocators and caches
+    of the engine warm before the first timed cell."""
+    n = s.opts.warmup_requests
+    if n > 0:
+        ctx = min(s.opts.contexts)
+        await _stream_all(s, await _contents(s, ctx, n), min(16, s.opts.decode_tokens), force=True)
+        _say(s, f"warm-up: {n} request(s) at ctx {ctx}")
+    s.last_end = time.perf_counter()
+
+
 async def _run_cells(s: _Session, rows: list[dict[str, Any]]) -> list[CellResult]:
-    """Every cell in order; after a cell with failed requests, only with ``keep_going``."""
+    """Every cell in the run's order; after a cell with failed requests, only with ``keep_going``.
+    The cells come back in contexts x concurrency order (their certificates say when each ran)."""
+    s.order = _cell_order(s)
+    rank = {pair: i for i, pair in enumerate((x, c) for x in s.opts.contexts for c in s.opts.concurrency)}
+    await _warm_up(s)
     cells: list[CellResult] = []
-    for ctx in s.opts.contexts:
-        for c in s.opts.concurrency:
-            cells.append(await _run_cell(s, ctx, c, rows))
-            if cells[-1].errors and not s.opts.keep_going:
-                _say(s, "stopping after a cell with failed requests (--keep-going runs the rest)")
-                return cells
-    return cells
+    for ctx, c in s.order:
+        cells.append(await _run_cell(s, ctx, c, rows))
+        if cells[-1].errors and not s.opts.keep_going:
+            _say(s, "stopping after a cell with failed requests (--keep-going runs the rest)")
+            break
+    return sorted(cells, key=lambda cell: rank[(cell.context, cell.concurrency)])
+
+
+def _certify(s: _Session) -> None:
+    """Each cell's certificate, from its windows and the GPU samples (read after the sampler stopped,
+    so the last cell's edge is covered)."""
+    samples = s.sampler.samples()
+    t_first = s.windows[0].reps[0].t0 if s.windows and s.windows[0].reps else 0.0
+    for w in s.windows:
+        w.cell.certificate = cell_certificate(w, samples, s.opts, t_first, s.sampler.backend != "none")
 
 
 async def run_bench_async(url: str, options: BenchOptions | None = None) -> BenchResult:
@@ -436,7 +473,14 @@ async def run_bench_async(url: str, options: BenchOptions | None = None) -> Benc
     s = await _session(url, opts)
     _say(s, f"model {s.model}; /metrics {'found' if s.metrics else 'absent'}; lair extras {s.extras}")
     rows: list[dict[str, Any]] = []
-    cells = await _run_cells(s, rows)
+    s.sampler = await asyncio.to_thread(open_sampler, opts.telemetry, opts.telemetry_interval_s)
+    _say(s, s.sampler.why_none or f"GPU telemetry: {s.sampler.backend}")
+    s.sampler.start()
+    try:
+        cells = await _run_cells(s, rows)
+    finally:
+        await asyncio.to_thread(s.sampler.stop)
+    _certify(s)
     complete = len(cells) == len(opts.contexts) * len(opts.concurrency)
     needle = await _run_needle(s) if opts.needle and complete else None
     return BenchResult(
@@ -460,6 +504,7 @@ async def run_bench_async(url: str, options: BenchOptions | None = None) -> Benc
             "extras_accepted": s.extras,
         },
         requests=rows,
+        certificate=run_certificate(s.info, s.sampler, opts, s.order, s.seed),
     )
 
 

@@ -67,6 +67,31 @@ def register(sub: Any) -> None:
         action="store_true",
         help="after a cell with failed requests, run the remaining cells (the exit code is still 1)",
     )
+    p.add_argument(
+        "--order",
+        choices=("shuffled", "fixed"),
+        default="shuffled",
+        help="run the cells shuffled (default; the seed is recorded) or contexts x concurrency as given",
+    )
+    p.add_argument("--seed", type=int, help="seed of the shuffled order (default: a fresh one, recorded)")
+    p.add_argument(
+        "--warmup", type=int, default=1, metavar="N", help="untimed requests before the first cell"
+    )
+    p.add_argument(
+        "--idle-gap", type=float, default=0.0, metavar="S", help="seconds of idle before each cell"
+    )
+    p.add_argument(
+        "--telemetry",
+        choices=("auto", "nvml", "nvidia-smi", "none"),
+        default="auto",
+        help="GPU samples during each cell: NVML (nvidia-ml-py), else nvidia-smi, else none (said so)",
+    )
+    p.add_argument(
+        "--telemetry-interval", type=float, default=0.1, metavar="S", help="seconds between GPU samples"
+    )
+    p.add_argument(
+        "--rig", help="rig whose power_price_kwh / hardware_cost / hardware_life_years give $/Mtok"
+    )
     p.add_argument("--out", type=path_arg, metavar="DIR", help="write a run report folder here")
     p.add_argument(
         "--recipe", type=path_arg, help="the recipe being benchmarked (its report folder, by default)"
@@ -158,8 +183,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         read_interval_ms=args.read_interval_ms,
         keep_going=args.keep_going,
         max_context=_recipe_max_context(args.recipe) if args.recipe else None,
+        order=args.order,
+        seed=args.seed,
+        warmup_requests=args.warmup,
+        idle_gap_s=args.idle_gap,
+        telemetry=args.telemetry,
+        telemetry_interval_s=args.telemetry_interval,
         progress=err,
     )
+    opts.power_price_kwh, opts.hardware_cost, opts.hardware_life_years = _pricing(args.rig)
     result = run_bench(args.url, opts)
     report = _write_report(args, result, key) if args.out or args.recipe else None
     failure = result.failure()
@@ -167,6 +199,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         doc = result.as_dict()
         out = {"ok": failure is None, "cells": doc["cells"], "needle": doc["needle"]}
         out.update(complete=result.complete, server=doc["server"], report=str(report) if report else None)
+        out["certificate"] = doc["certificate"]
         if failure is not None:
             out["error"] = failure.as_dict()
         dump_json(out)
@@ -180,10 +213,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_table(result: Any) -> None:
-    from lair.report.render import speed_text
+def _pricing(rig_name: str | None) -> tuple[float | None, float | None, float | None]:
+    """The rig's (power_price_kwh, hardware_cost, hardware_life_years); Nones without ``--rig``."""
+    if not rig_name:
+        return None, None, None
+    from lair.rig import load_rig
 
-    print(speed_text([cell.as_dict() for cell in result.cells]))
+    cost = load_rig(rig_name).cost
+    return cost.power_price_kwh, cost.hardware_cost, cost.hardware_life_years
+
+
+def _print_table(result: Any) -> None:
+    from lair.report.render import certificate_text, energy_text, speed_text
+
+    doc = result.as_dict()
+    print(speed_text(doc["cells"]))
+    energy = energy_text(doc)
+    if energy:
+        print()
+        print(energy)
+    print()
+    print(certificate_text(doc))
 
 
 def _recipe_max_context(path: Path) -> int | None:

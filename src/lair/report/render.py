@@ -14,7 +14,22 @@ from lair.table import markdown_table
 if TYPE_CHECKING:
     from jinja2 import Template
 
-__all__ = ["COLUMNS", "cell_rows", "charts", "html_page", "markdown", "speed_text", "table_rows"]
+__all__ = [
+    "CERTIFICATE_COLUMNS",
+    "COLUMNS",
+    "ENERGY_COLUMNS",
+    "cell_rows",
+    "certificate_lines",
+    "certificate_rows",
+    "certificate_text",
+    "charts",
+    "energy_rows",
+    "energy_text",
+    "html_page",
+    "markdown",
+    "speed_text",
+    "table_rows",
+]
 
 COLUMNS = (
     ("context", "context"),
@@ -29,6 +44,150 @@ COLUMNS = (
     ("flags", "flags"),
 )
 """(cell key, column title) of the speed table, in order."""
+
+
+ENERGY_COLUMNS = (
+    "context",
+    "conc",
+    "avg W",
+    "peak W",
+    "J/output tok",
+    "J/prompt tok",
+    "output tok/kWh",
+    "$/Mtok energy",
+    "$/Mtok hardware",
+    "$/Mtok total",
+    "energy from",
+)
+"""Columns of the energy table (cells with an energy figure)."""
+CERTIFICATE_COLUMNS = ("context", "conc", "ran", "idle gap s", "cache", "client", "GPU")
+"""Columns of the per-cell certificate table."""
+
+
+def _num(v: Any, digits: int = 1) -> str:
+    if v is None:
+        return "-"
+    x = float(v)
+    if x and abs(x) < 10 ** (-digits):
+        return f"{x:.3g}"
+    return f"{x:,.{digits}f}"
+
+
+def energy_rows(cells: list[dict[str, Any]]) -> list[list[str]]:
+    """The energy table's rows: one per cell whose certificate holds an energy figure."""
+    rows = []
+    for c in cells:
+        e = (c.get("certificate") or {}).get("energy")
+        if not e:
+            continue
+        usd = e.get("usd_per_mtok") or {}
+        rows.append(
+            [
+                _fmt(c["context"]),
+                _fmt(c["concurrency"]),
+                _num(e.get("avg_w")),
+                _num(e.get("peak_w")),
+                _num(e.get("j_per_output_token"), 3),
+                _num(e.get("j_per_prompt_token"), 4),
+                _num(e.get("output_tokens_per_kwh"), 0),
+                _num(usd.get("energy"), 4),
+                _num(usd.get("hardware"), 4),
+                _num(usd.get("total"), 4),
+                str(e.get("energy_source") or "-"),
+            ]
+        )
+    return rows
+
+
+def _cache_text(cache: dict[str, Any]) -> str:
+    hits = [
+        x for x in (cache.get("counter_hit_tokens"), cache.get("response_cached_tokens")) if x is not None
+    ]
+    by = "+".join(cache.get("proven_by") or []) or "nothing to see a hit"
+    if not cache.get("proven_by"):
+        return "cold not proven (no hit counter, no cached_tokens)"
+    state = "cold" if cache.get("cold") else "HIT"
+    return f"{state}: {max(hits, default=0):g} hit tok ({by})"
+
+
+def _client_text(cl: dict[str, Any]) -> str:
+    verdict = "CLIENT-BOUND" if cl.get("bound") else "ok"
+    return (
+        f"{verdict}: cpu {100 * float(cl.get('cpu_fraction_max', 0)):.0f}%, "
+        f"lag p99 {float(cl.get('loop_lag_p99_ms_max', 0)):.1f} ms"
+    )
+
+
+def _gpu_text(g: dict[str, Any] | None) -> str:
+    if not g:
+        return "no GPU telemetry"
+    sm, parts = g.get("sm_clock_mhz") or {}, [f"{g.get('samples', 0)} samples"]
+    if sm:
+        parts.append(f"SM {sm['min']:.0f}-{sm['max']:.0f} MHz")
+    if g.get("temp_c_max") is not None:
+        parts.append(f"max {g['temp_c_max']:.0f} C")
+    reasons = g.get("throttle_reasons") or []
+    parts.append("THROTTLED: " + ", ".join(reasons) if reasons else "no throttling")
+    return ", ".join(parts)
+
+
+def certificate_rows(cells: list[dict[str, Any]]) -> list[list[str]]:
+    """One row per cell with a certificate: when it ran, the cache, the client, the GPU."""
+    rows = []
+    for c in cells:
+        cert = c.get("certificate")
+        if not cert:
+            continue
+        rows.append(
+            [
+                _fmt(c["context"]),
+                _fmt(c["concurrency"]),
+                f"#{int(cert.get('position', 0)) + 1}",
+                f"{float(cert.get('idle_gap_s') or 0.0):.3f}",
+                _cache_text(cert.get("cache") or {}),
+                _client_text(cert.get("client") or {}),
+                _gpu_text(cert.get("gpu")),
+            ]
+        )
+    return rows
+
+
+def certificate_lines(bench: dict[str, Any]) -> list[str]:
+    """The run's certificate in a few lines ("no certificate" for a report written before them)."""
+    rc = bench.get("certificate")
+    if not rc:
+        return ["No certificate (a report from before lair recorded one)."]
+    order = "fixed order" if rc.get("order") == "fixed" else f"shuffled order (seed {rc.get('seed')})"
+    ran = " -> ".join(f"{a}x{b}" for a, b in rc.get("cells_in_order") or [])
+    sw = rc.get("software") or {}
+    tele = rc.get("telemetry")
+    tele_text = (
+        f"GPU telemetry: {tele}" if tele != "none" else (rc.get("telemetry_note") or "no GPU telemetry")
+    )
+    engine = " ".join(str(x) for x in (sw.get("engine"), sw.get("engine_version")) if x) or "unknown"
+    return [
+        f"- {order}: {ran}; {rc.get('warmup_requests', 0)} warm-up request(s); "
+        f"idle gap {float(rc.get('idle_gap_s') or 0):g} s before each cell",
+        f"- {tele_text}",
+        f"- engine {engine}"
+        + (f" (commit {sw['engine_commit']})" if sw.get("engine_commit") else "")
+        + (f"; driver {sw['driver']}" if sw.get("driver") else "")
+        + (f", CUDA {sw['cuda']}" if sw.get("cuda") else "")
+        + (f"; image {sw['image_digest']}" if sw.get("image_digest") else ""),
+    ]
+
+
+def energy_text(doc: dict[str, Any]) -> str:
+    """The energy table as the CLI prints it ("" when no cell has an energy figure)."""
+    rows = energy_rows(doc["cells"])
+    return "\n".join(" | ".join(r) for r in [list(ENERGY_COLUMNS), *rows]) if rows else ""
+
+
+def certificate_text(doc: dict[str, Any]) -> str:
+    """The certificate as the CLI prints it: the run's lines, then one line per cell."""
+    rows = certificate_rows(doc["cells"])
+    lines = ["certificate:", *certificate_lines(doc)]
+    return "\n".join(lines + [" | ".join(r) for r in [list(CERTIFICATE_COLUMNS), *rows]] if rows else lines)
 
 
 def _fmt(v: Any) -> str:
@@ -108,6 +267,8 @@ def markdown(doc: dict[str, Any]) -> str:
         markdown_table([t for _, t in COLUMNS], table_rows(doc)),
         "",
         _needle_line(doc),
+        *_energy_markdown(b),
+        *_certificate_markdown(b),
         *quality_markdown(doc),
         "Definitions: TTFT to the first content token; decode per stream excludes the first chunk; "
         "total decode = all streams' decode tokens over first to last content chunk; "
@@ -117,6 +278,19 @@ def markdown(doc: dict[str, Any]) -> str:
         *_fingerprint_lines(doc.get("fingerprint") or {}),
     ]
     return "\n".join(head).rstrip() + "\n"
+
+
+def _energy_markdown(bench: dict[str, Any]) -> list[str]:
+    rows = energy_rows(bench["cells"])
+    if not rows:
+        return []
+    return ["## Energy", "", markdown_table(ENERGY_COLUMNS, rows), ""]
+
+
+def _certificate_markdown(bench: dict[str, Any]) -> list[str]:
+    rows = certificate_rows(bench["cells"])
+    table = [markdown_table(CERTIFICATE_COLUMNS, rows), ""] if rows else []
+    return ["## Certificate", "", *certificate_lines(bench), "", *table]
 
 
 _ChartSpec = tuple[str, str, str, str, str | None]
@@ -203,6 +377,12 @@ def html_page(doc: dict[str, Any], roofline: Any = None) -> str:
             css=Markup(_CSS),  # a constant of this module
             speed={"head": [t for _, t in COLUMNS], "rows": table_rows(doc)},
             needle=_needle_line(doc).strip(),
+            energy={"head": ENERGY_COLUMNS, "rows": energy_rows(b["cells"])},
+            certificate={
+                "lines": [x[2:] if x.startswith("- ") else x for x in certificate_lines(b)],
+                "head": CERTIFICATE_COLUMNS,
+                "rows": certificate_rows(b["cells"]),
+            },
             quality={"source": quality_source(doc), "head": QUALITY_COLUMNS, "rows": quality}
             if quality
             else None,

@@ -5,6 +5,7 @@ messages, the exit code is 1, and a prompt above the server's listed context is 
 from __future__ import annotations
 
 import json
+import random
 import re
 import subprocess
 import sys
@@ -42,7 +43,7 @@ def _served(url: str) -> dict[str, float]:
 
 def test_failed_requests_fail_the_bench_with_the_server_message() -> None:
     with running_server("--ttft-ms", "5", "--token-ms", "1", "--reject-above", str(LIMIT)) as url:
-        proc, out = _bench(url)
+        proc, out = _bench(url, "--order", "fixed")
     assert proc.returncode == 1, proc.stderr
     assert out["ok"] is False and out["complete"] is False
     cells = out["cells"]
@@ -58,6 +59,22 @@ def test_failed_requests_fail_the_bench_with_the_server_message() -> None:
     assert MESSAGE.search(proc.stderr) and "--keep-going" in proc.stderr
     assert "ttft 0.0" not in proc.stderr and "every request failed" in proc.stderr
     assert MESSAGE.search(out["error"]["message"])
+
+
+def test_a_shuffled_bench_stops_at_its_first_failed_cell_in_the_order_it_ran() -> None:
+    with running_server("--ttft-ms", "5", "--token-ms", "1", "--reject-above", str(LIMIT)) as url:
+        proc, out = _bench(url, "--seed", "7")
+    assert proc.returncode == 1, proc.stderr
+    cert = out["certificate"]
+    assert cert["order"] == "shuffled" and cert["seed"] == 7
+    pairs = [(64, 1), (64, 2), (2000, 1), (2000, 2), (3000, 1), (3000, 2)]
+    random.Random(7).shuffle(pairs)  # the order is replayable from the recorded seed
+    first_failed = next(i for i, (ctx, _) in enumerate(pairs) if ctx > LIMIT)
+    assert [tuple(p) for p in cert["cells_in_order"]] == pairs
+    ran = sorted(pairs[: first_failed + 1])
+    assert [(c["context"], c["concurrency"]) for c in out["cells"]] == ran
+    positions = {(c["context"], c["concurrency"]): c["certificate"]["position"] for c in out["cells"]}
+    assert positions == {p: pairs.index(p) for p in ran}
 
 
 def test_keep_going_runs_every_cell_and_still_exits_1() -> None:
