@@ -91,8 +91,10 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--blobs",
         metavar="URL",
-        help="where report files go: a folder or file:///folder, db (the registry's database), or a "
-        "scheme a plugin registers (default: LAIR_REGISTRY_BLOBS, else a folder beside the SQLite file)",
+        help="where report files go: a folder or file:///folder, db (the registry's database), "
+        "s3://BUCKET/PREFIX (endpoint and keys from LAIR_REGISTRY_S3_ENDPOINT and AWS_*, see "
+        "docs/deploy.md), or a scheme a plugin registers (default: LAIR_REGISTRY_BLOBS, else a folder "
+        "beside the SQLite file)",
     )
     p.set_defaults(handler=cmd_serve)
 
