@@ -24,6 +24,7 @@ __all__ = [
     "free_port",
     "gzip_serializer",
     "pg_database",
+    "rendered",
     "serve_process",
     "tgz",
     "unsafe_routes",
@@ -173,6 +174,18 @@ def unsafe_routes(app: object) -> set[tuple[str, str]]:
     return out
 
 
+def rendered(conn: object, slug: str) -> None:
+    """After rows were written straight to the tables (as a test sets a scene): re-render the stored
+    documents of ``slug``, as every write of the service layer does (``stored.changed``)."""
+    import sqlalchemy as sa
+
+    from lair.registry.service.publish import RECIPES
+    from lair.registry.service.stored import changed
+
+    assert isinstance(conn, sa.Connection)
+    changed(conn, [conn.execute(sa.select(RECIPES.c.id).where(RECIPES.c.slug == slug)).scalar_one()])
+
+
 def add_verified_row(
     conn: object,
     slug: str,
@@ -183,8 +196,9 @@ def add_verified_row(
     refresh: bool = True,
 ) -> int:
     """A verified speed row of ``slug``'s latest revision, as an accepted report leaves one (without the
-    report itself): the recipe's speed columns recomputed (unless ``refresh`` is off: a database at a
-    schema before them) and the data version bumped; its measurement id."""
+    report itself): the recipe's speed columns recomputed and its stored documents rendered (unless
+    ``refresh`` is off: a database at a schema before them) and the data version bumped; its
+    measurement id."""
     import sqlalchemy as sa
 
     from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, bump_version, now
@@ -205,9 +219,13 @@ def add_verified_row(
     }
     stmt = sa.insert(MEASUREMENTS).values(**values).returning(MEASUREMENTS.c.id)
     mid = int(conn.execute(stmt).scalar_one())
-    if refresh:
+    if refresh:  # as every write: the recipe's stored documents rendered again, cached pages go stale
+        from lair.registry.service.stored import changed
+
         refresh_speeds(conn, rid)
-    bump_version(conn)  # as every write: cached pages of every process go stale
+        changed(conn, [rid])
+    else:
+        bump_version(conn)
     return mid
 
 

@@ -18,7 +18,7 @@ from lair.registry.db.engine import make_engine
 from lair.registry.service.facets import slugify
 from lair.registry.service.publish import MEASUREMENTS, publish
 from lair.report import write_run_report
-from lair.testing.registry import add_verified_row
+from lair.testing.registry import add_verified_row, rendered
 from lair.testing.tiny_model import make_tiny_model
 
 pytestmark = pytest.mark.integration
@@ -85,6 +85,7 @@ def recipe_url(served: Any) -> str:
                 .where(MEASUREMENTS.c.id == mid)
                 .values(concurrency=n, prefill_tok_s=prefill)
             )
+        rendered(conn, SLUG)  # the rows changed behind the service layer: render as its writes do
     engine.dispose()
     return f"{served.base}/recipes/{SLUG}"
 

@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 
 from lair.registry.service.accounts import Actor, create_session, create_token, create_user
 from lair.registry.service.publish import QUALITY, RECIPES, REVISIONS, USERS, now, publish
+from lair.registry.service.stored import changed
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
 from lair.testing.registry import add_verified_row
@@ -216,4 +217,6 @@ def _quality_row(conn: sa.Connection, slug: str, user_id: int) -> int:
     values = {"recipe_id": rec, "revision_id": rev, "submitted_by": user_id, "created_at": now()}
     values |= {"suite": "gsm8k", "metric": "exact_match", "score": 87.5, "n": 40, "repeats": 1}
     values |= {"provenance": "verified", "rig_fingerprint": "e" * 64, "report_id": "ab" * 8}
-    return int(conn.execute(sa.insert(QUALITY).values(**values).returning(QUALITY.c.id)).scalar_one())
+    qid = int(conn.execute(sa.insert(QUALITY).values(**values).returning(QUALITY.c.id)).scalar_one())
+    changed(conn, [rec])  # as the report's write does: the recipe's stored documents rendered again
+    return qid

@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, now, publish
 from lair.registry.service.reports import REPORTS
 from lair.registry.web.app import create_app
+from lair.testing.registry import rendered
 
 SLUG = "llama31-8b-rtx4090-sglang"  # meta.hardware: 1x RTX 4090; reported 30 tok/s at 2K
 
@@ -52,6 +53,7 @@ def _report(conn: sa.Connection, rid: str, gpus: dict[str, object] | None, decod
             created_at=now(), **ids,
         )
     )  # fmt: skip
+    rendered(conn, SLUG)  # as an accepted upload's write renders the recipe's documents
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ from lair.registry.service.publish import (
 from lair.registry.service.reports import REPORTS
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import COOKIE, UNSAFE_METHODS
-from lair.testing.registry import gzip_serializer, tgz, unsafe_routes
+from lair.testing.registry import gzip_serializer, rendered, tgz, unsafe_routes
 
 
 def _schema(tmp: Path) -> Any:
@@ -133,6 +133,7 @@ def _store_report(conn: sa.Connection, store: FileBlobStore, uid: int) -> None:
             spread_max=100.0, flips=0, provenance="verified", report_id=REPORT_ID, created_at=now(), **ids,
         )
     )  # fmt: skip
+    rendered(conn, "llama31-8b-rtx4090-sglang")  # as the upload's write renders its documents
 
 
 OPERATIONS = [

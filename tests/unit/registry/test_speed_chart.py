@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from lair.registry.service.chart import speed_chart
 from lair.registry.service.publish import MEASUREMENTS, now, publish
 from lair.registry.web.app import create_app
-from lair.testing.registry import add_verified_row
+from lair.testing.registry import add_verified_row, rendered
 
 SVG = "{http://www.w3.org/2000/svg}"
 SLUG = "llama31-8b-rtx4090-sglang"  # meta.hardware: 1x RTX 4090; model facts known to the registry
@@ -77,6 +77,7 @@ def page(engine: Engine, db_url: str) -> str:
             add_verified_row(conn, SLUG, context=c, decode_tok_s=100.0 if c == 2048 else 90.0)
         gone = add_verified_row(conn, SLUG, context=4096, decode_tok_s=999.0)
         conn.execute(sa.update(MEASUREMENTS).where(MEASUREMENTS.c.id == gone).values(retracted_at=now()))
+        rendered(conn, SLUG)  # as a retraction's write renders the recipe's documents
     with TestClient(create_app(db_url)) as client:
         resp = client.get(f"/recipes/{SLUG}")
         assert resp.status_code == 200

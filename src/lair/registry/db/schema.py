@@ -3,7 +3,9 @@
 The ORM classes define the schema (and are what the migrations were written from); the hot read
 paths use their ``__table__`` through SQLAlchemy Core, never ORM sessions. Revisions are immutable:
 a recipe's content is always its latest revision's canonical TOML. ``registry_version`` holds one
-counter that every write bumps in the same transaction: response caches key on it, in every process.
+counter that every write bumps in the same transaction, and two narrower ones (lists and votes) that
+the cache of lists and searches keys on, in every process. A recipe's JSON document and anonymous page
+are rendered by the write that changes them and stored in ``recipe_documents`` (migration 0009).
 
 Facet columns (GPU model, count, VRAM, engine, model id, max context, license, tags) copy values out
 of the latest revision so filters are plain indexed comparisons.
@@ -32,10 +34,12 @@ __all__ = [
     "ApiToken",
     "Base",
     "Blob",
+    "ChartSvg",
     "ExternalIdentity",
     "Measurement",
     "QualityMeasurement",
     "Recipe",
+    "RecipeDocument",
     "RecipeTag",
     "RegistryVersion",
     "Report",
@@ -178,13 +182,47 @@ class Vote(Base):
 
 
 class RegistryVersion(Base):
-    """One row: a counter bumped by every write, and when."""
+    """One row: a counter bumped by every write, and when; ``lists`` is bumped by every write that
+    changes what a list or search shows besides vote counts (publish, revision, report, retraction,
+    hiding), ``votes`` by every vote (migration 0009)."""
 
     __tablename__ = "registry_version"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     n: Mapped[int] = mapped_column(BigInteger, default=0)
     changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    lists: Mapped[int] = mapped_column(BigInteger, default=0)
+    votes: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class RecipeDocument(Base):
+    """A rendered response of a visible recipe (migration 0009), written by the transaction of every
+    write that changes it: ``kind`` is ``json`` (the API document) or ``page`` (the anonymous HTML
+    page); ``revision`` is 0 for the recipe's own URL, else the (latest) revision its URL names. Links in
+    ``body`` start with a marker the read replaces with the request's base URL; ``etag`` is a hash
+    of ``body``, ``modified`` the Last-Modified date."""
+
+    __tablename__ = "recipe_documents"
+
+    slug: Mapped[str] = mapped_column(String(200), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
+    revision: Mapped[int] = mapped_column(Integer, primary_key=True)
+    recipe_id: Mapped[int] = mapped_column(ForeignKey("recipes.id", ondelete="CASCADE"))
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+    etag: Mapped[str] = mapped_column(String(40))
+    modified: Mapped[str] = mapped_column(String(40))
+
+    __table_args__ = (Index("ix_recipe_documents_recipe", "recipe_id"),)
+
+
+class ChartSvg(Base):
+    """A drawn speed chart, keyed by the sha256 of what it shows (migration 0009): a write that does
+    not change a recipe's rows (a vote) re-renders its page without drawing again, in any process."""
+
+    __tablename__ = "chart_svgs"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    svg: Mapped[str] = mapped_column(Text)
 
 
 class Session(Base):

@@ -8,13 +8,50 @@ rated against dotted, where the model's facts and the GPUs are known. Retracted 
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from statistics import median
 from typing import Any
 
+from sqlalchemy import Connection
+
 from lair.report.charts import Chart, Series, Tier, render
 
-__all__ = ["speed_chart"]
+__all__ = ["chart_store", "speed_chart"]
+
+_STORE: ContextVar[Connection | None] = ContextVar("chart_store", default=None)
+
+
+@contextmanager
+def chart_store(conn: Connection) -> Iterator[None]:
+    """Charts drawn inside the block are kept in (and read back from) the ``chart_svgs`` table over
+    ``conn``: a write that re-renders a page whose rows did not change (a vote) draws nothing, in
+    any process. A chart is a pure function of what it shows, keyed by the sha256 of that."""
+    token = _STORE.set(conn)
+    try:
+        yield
+    finally:
+        _STORE.reset(token)
+
+
+def _draw(chart: Chart) -> str:
+    conn = _STORE.get()
+    if conn is None:
+        return render(chart)
+    import sqlalchemy as sa
+
+    key = hashlib.sha256(repr(chart).encode()).hexdigest()
+    found = conn.execute(sa.text("SELECT svg FROM chart_svgs WHERE key = :k"), {"k": key}).scalar()
+    if found is not None:
+        return str(found)
+    svg = render(chart)
+    insert = "INSERT INTO chart_svgs (key, svg) VALUES (:k, :s) ON CONFLICT (key) DO NOTHING"
+    conn.execute(sa.text(insert), {"k": key, "s": svg})
+    return svg
+
 
 _Points = dict[tuple[int | None, Tier], dict[int, list[float]]]
 
@@ -60,6 +97,6 @@ def speed_chart(rows: list[dict[str, Any]]) -> str:
     label = f"roofline, {gpus}" if gpus else "roofline"
     decode = _chart(live, "decode_tok_s", "decode_roofline_tok_s", per_conc=True)
     prefill = _chart(live, "prefill_tok_s", "prefill_roofline_tok_s", per_conc=False)
-    return render(Chart("decode by context", "decode, all streams", "tok/s", decode, label)) + render(
+    return _draw(Chart("decode by context", "decode, all streams", "tok/s", decode, label)) + _draw(
         Chart("prefill by context", "prefill", "tok/s", prefill, label)
     )

@@ -36,6 +36,7 @@ from lair.registry.service.publish import (
 )
 from lair.registry.service.secrets import refuse_issues, refuse_secrets, scan, scan_recipe
 from lair.registry.service.speeds import refresh_for_user, refresh_speeds
+from lair.registry.service.stored import changed, user_recipes
 
 __all__ = [
     "MAX_RECIPE_BYTES",
@@ -172,8 +173,9 @@ def vote(conn: Connection, actor: Actor | None, slug: str, on: bool) -> int:
     count = sa.select(sa.func.count()).select_from(VOTES).where(VOTES.c.recipe_id == row.id).scalar_subquery()
     votes = conn.execute(
         sa.update(RECIPES).where(RECIPES.c.id == row.id).values(votes=count).returning(RECIPES.c.votes)
-    )
-    return int(votes.scalar_one())
+    ).scalar_one()
+    changed(conn, [row.id], lists=False)  # lists show the count within VOTE_TTL_S (web.cache)
+    return int(votes)
 
 
 def retract(
@@ -206,17 +208,19 @@ def retract(
         .values(retracted_at=now(), retracted_reason=reason[:1000], retracted_by=who.id)
     )
     refresh_speeds(conn, row.recipe_id)  # a struck row no longer ranks or counts as verified
-    bump_version(conn)
+    changed(conn, [row.recipe_id])
 
 
 def hide_recipe(conn: Connection, actor: Actor | None, slug: str, hidden: bool = True) -> None:
     who = _need(actor)
     if not who.is_admin:
         raise RegistryError(403, "forbidden", "only an admin can hide a recipe")
-    res = conn.execute(sa.update(RECIPES).where(RECIPES.c.slug == slug).values(hidden=hidden))
-    if res.rowcount == 0:
+    rid = conn.execute(
+        sa.update(RECIPES).where(RECIPES.c.slug == slug).values(hidden=hidden).returning(RECIPES.c.id)
+    ).scalar()
+    if rid is None:
         raise RegistryError(404, "not_found", f"no recipe {slug!r}")
-    bump_version(conn)
+    changed(conn, [rid])  # hidden: its documents go (its URLs are 404); shown: rendered again
 
 
 def hide_user(conn: Connection, actor: Actor | None, name: str, hidden: bool = True) -> None:
@@ -233,7 +237,7 @@ def hide_user(conn: Connection, actor: Actor | None, name: str, hidden: bool = T
         raise RegistryError(404, "not_found", f"no user {name!r}")
     conn.execute(sa.update(USERS).where(USERS.c.id == uid).values(hidden=hidden))
     refresh_for_user(conn, uid)  # their rows on others' recipes leave (or rejoin) the speed facets
-    bump_version(conn)
+    changed(conn, user_recipes(conn, uid))  # their recipes' documents, and those holding their rows
 
 
 def diff(conn: Connection, slug: str, a: int, b: int) -> str:

@@ -1,8 +1,9 @@
 """Writes: users, recipes (revision 1), new revisions, and the bundled examples.
 
-Every write bumps ``registry_version`` in its own transaction, which invalidates every cached
-response in every process. Revision numbers come from one ``UPDATE ... RETURNING`` on the recipe row,
-so concurrent revisions get unique, gapless numbers on SQLite and PostgreSQL alike.
+Every write bumps ``registry_version`` in its own transaction and re-renders the stored documents of
+the recipes it changed (:func:`~.stored.changed`). Revision numbers come from one ``UPDATE ...
+RETURNING`` on the recipe row, so concurrent revisions get unique, gapless numbers on SQLite and
+PostgreSQL alike.
 """
 
 from __future__ import annotations
@@ -72,6 +73,12 @@ def now() -> datetime:
 
 def bump_version(conn: Connection) -> None:
     conn.execute(sa.update(VERSION).where(VERSION.c.id == 1).values(n=VERSION.c.n + 1, changed_at=now()))
+
+
+def _changed(conn: Connection, recipe_ids: list[int], *, forks: bool = False) -> None:
+    from lair.registry.service.stored import changed  # it renders through read, which imports this
+
+    changed(conn, recipe_ids, forks=forks)
 
 
 def ensure_user(conn: Connection, name: str, *, display_name: str = "", link: str | None = None) -> int:
@@ -181,7 +188,7 @@ def publish(
     _, sha = _insert_revision(conn, recipe_id, 1, recipe, notes or _first_note(recipe), owner_id)
     _set_tags(conn, recipe_id, f.tags)
     _index_text(conn, recipe_id, f.search_text)
-    bump_version(conn)
+    _changed(conn, [recipe_id])
     return Published(slug, 1, sha)
 
 
@@ -201,7 +208,7 @@ def add_revision(conn: Connection, slug: str, text: str, *, author: str, notes: 
     _, sha = _insert_revision(conn, row.id, row.latest_revision, recipe, notes, author_id)
     _write_facets(conn, row.id, facets_of(recipe))
     refresh_speeds(conn, row.id)  # the verified rows of earlier revisions still count
-    bump_version(conn)
+    _changed(conn, [row.id], forks=True)
     return Published(slug, int(row.latest_revision), sha)
 
 
@@ -233,7 +240,7 @@ def publish_many(conn: Connection, recipes: list[tuple[str, Recipe]], *, owner: 
         _add_measurements(conn, recipe, rid, rev_id, owner_id)
         _set_tags(conn, rid, f.tags)
         _index_text(conn, rid, f.search_text)
-    bump_version(conn)
+    _changed(conn, ids)
     return len(ids)
 
 

@@ -34,12 +34,12 @@ from lair.registry.service.publish import (
     QUALITY,
     RECIPES,
     REVISIONS,
-    bump_version,
     now,
     visible,
 )
 from lair.registry.service.secrets import redact_log, screen_report
 from lair.registry.service.speeds import refresh_speeds
+from lair.registry.service.stored import changed
 from lair.registry.service.verify import Found, Verified, verify_report
 
 __all__ = [
@@ -112,7 +112,7 @@ def _record(
         base |= {"rig_fingerprint": v.rig, "report_id": report_id, "created_at": now()}
         conn.execute(sa.insert(QUALITY), [base | q for q in v.quality])
     refresh_speeds(conn, ids[0])
-    bump_version(conn)
+    changed(conn, [ids[0]])
 
 
 def _store(

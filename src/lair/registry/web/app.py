@@ -24,15 +24,8 @@ from lair.registry.service.blobs import blob_store
 from lair.registry.service.outage import Unavailable, unavailable
 from lair.registry.web import pages, report_routes, routes, writes
 from lair.registry.web.cache import ResponseCache, make_versions
-from lair.registry.web.hosts import HEALTH_PATH, refuse_host
 from lair.registry.web.hosts import allowed_hosts as hosts_for
-from lair.registry.web.middleware import (
-    CacheMiddleware,
-    _SecureSend,
-    data_version,
-    refuse_cross_site,
-    unavailable_response,
-)
+from lair.registry.web.middleware import CacheMiddleware, unavailable_response
 from lair.registry.web.render import error_response
 
 __all__ = ["create_app", "factory"]
@@ -188,33 +181,13 @@ def create_app(
     size = (
         cache_bytes if cache_bytes is not None else int(os.environ.get("LAIR_REGISTRY_CACHE_MB", "256")) << 20
     )
-    return CacheMiddleware(app, versions, ResponseCache(size)) if size > 0 else _NoCache(app, versions)
+    return CacheMiddleware(app, versions, ResponseCache(size) if size > 0 else None)
 
 
 def _oauth(providers: Mapping[str, Provider], public_url: str) -> Any:
     from lair.registry.web.oauth_routes import oauth_app  # authlib is loaded only when configured
 
     return oauth_app(providers, https=public_url.startswith("https://"))
-
-
-class _NoCache:
-    """The app without the response cache (``LAIR_REGISTRY_CACHE_MB=0``): every request renders."""
-
-    def __init__(self, app: Any, versions: Any) -> None:
-        self.app, self.versions = app, versions
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            if await refuse_host(scope, receive, _SecureSend(send), self.app):
-                return
-            if scope["path"] != HEALTH_PATH:
-                if await refuse_cross_site(scope, receive, send, self.app):
-                    return
-                if (version := await data_version(self.versions, scope, receive, send)) is None:
-                    return
-                scope.setdefault("state", {})["data_version"] = version
-            send = _SecureSend(send)
-        await self.app(scope, receive, send)
 
 
 def factory() -> Any:

@@ -1,11 +1,17 @@
-"""A cache of rendered responses, correct across processes.
+"""The read side of the database for the front of the app: stored documents and version counters.
 
-Every write bumps the one-row counter ``registry_version`` in its transaction. Each GET first reads
-the counter (SQLite: a plain query on a per-process connection, microseconds; PostgreSQL: one query
-shared by every request that arrived before it started, so a burst of requests costs one round trip
-and a request never sees a counter read that began before it arrived). A cached response is served
-only when it was rendered at the current counter, so a write through any process is seen by the next
-request to any other process. Entries are evicted least-recently-used past a byte budget.
+A recipe's JSON, page and revisions are stored by the writes that change them
+(:mod:`~lair.registry.service.stored`): :meth:`Versions.document` reads one (SQLite: a statement on a
+per-process connection, run on the event loop, tens of microseconds; PostgreSQL: a small pool of
+async psycopg connections, so a read never holds the loop).
+
+Everything else that is cached in memory (lists, searches, exports, other pages) keys on the
+counters of ``registry_version``, read before the route runs: lists and searches on ``lists`` (bumped
+by writes that change them) and ``votes`` (an entry outlives a vote by at most ``VOTE_TTL_S``), the
+rest on ``n`` (every write). SQLite reads them with a plain query; PostgreSQL with one query shared by
+every request that arrived before it started, so a burst costs one round trip and a request never
+sees a counter read that began before it arrived. A write through any process is seen by the next
+request to any other. Entries are evicted least-recently-used past a byte budget.
 """
 
 from __future__ import annotations
@@ -13,23 +19,51 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import sqlite3
+import time
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
-__all__ = ["Entry", "PgVersions", "ResponseCache", "SqliteVersions", "Versions", "make_versions"]
+from lair.registry.service.stored import DOCUMENT_SQL
+
+__all__ = [
+    "VOTE_TTL_S",
+    "Entry",
+    "PgVersions",
+    "ResponseCache",
+    "SqliteVersions",
+    "Ver",
+    "Versions",
+    "make_versions",
+]
 
 VERSION_SQL = "SELECT n FROM registry_version WHERE id = 1"
+VERSIONS_SQL = "SELECT n, lists, votes FROM registry_version WHERE id = 1"
+SQLITE_DOCUMENT = DOCUMENT_SQL.format(p="?")
+PG_DOCUMENT = DOCUMENT_SQL.format(p="%s")
+VOTE_TTL_S = 1.0
+"""How long a cached list or search may still show a vote count a newer vote changed (the recipe's
+own JSON and page show it at once: they are stored by the vote)."""
+
+Document = tuple[bytes, str, str]
+"""A stored document: (body, etag, Last-Modified)."""
+
+
+class Ver(NamedTuple):
+    n: int
+    lists: int
+    votes: int
 
 
 @dataclass(frozen=True)
 class Entry:
-    version: int
+    version: Any
     status: int
     headers: list[tuple[bytes, bytes]]
     body: bytes
     etag: bytes
     last_modified: bytes | None
+    born: float = field(default_factory=time.monotonic)
 
 
 class ResponseCache:
@@ -62,7 +96,10 @@ def etag_of(body: bytes) -> bytes:
 
 
 class Versions:
-    async def current(self) -> int:
+    async def current(self) -> Ver:
+        raise NotImplementedError
+
+    async def document(self, slug: str, kind: str, revision: int) -> Document | None:
         raise NotImplementedError
 
     async def close(self) -> None:
@@ -76,11 +113,17 @@ class SqliteVersions(Versions):
         self.path = path
         self._conn: sqlite3.Connection | None = None
 
-    async def current(self) -> int:
+    def _c(self) -> sqlite3.Connection:
         if self._conn is None:
             self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        row = self._conn.execute(VERSION_SQL).fetchone()
-        return int(row[0])
+        return self._conn
+
+    async def current(self) -> Ver:
+        return Ver(*self._c().execute(VERSIONS_SQL).fetchone())
+
+    async def document(self, slug: str, kind: str, revision: int) -> Document | None:
+        row = self._c().execute(SQLITE_DOCUMENT, (slug, kind, revision)).fetchone()
+        return None if row is None else (row[0], row[1], row[2])
 
     async def close(self) -> None:
         if self._conn is not None:
@@ -96,22 +139,53 @@ refusing them is an outage (503), not a hung request."""
 class PgVersions(Versions):
     """Single-flight counter reads on one async psycopg connection (autocommit, read committed)."""
 
+    POOL = 4
+    """Connections for document reads (each read is one query; more only queue on the server's
+    cores)."""
+
     def __init__(self, url: str) -> None:
         self.url = url
         self._conn: Any = None
         self._lock: asyncio.Lock | None = None
-        self._next: asyncio.Future[int] | None = None
+        self._next: asyncio.Future[Ver] | None = None
+        self._idle: list[Any] = []
+        self._slots: asyncio.Semaphore | None = None
 
-    async def _connect(self) -> Any:
+    async def _open(self) -> Any:
         import psycopg
 
+        return await psycopg.AsyncConnection.connect(
+            self.url, autocommit=True, connect_timeout=max(2, round(PG_TIMEOUT_S)), prepare_threshold=0
+        )
+
+    async def _connect(self) -> Any:
         if self._conn is None or self._conn.closed:
-            self._conn = await psycopg.AsyncConnection.connect(
-                self.url, autocommit=True, connect_timeout=max(2, round(PG_TIMEOUT_S))
-            )
+            self._conn = await self._open()
         return self._conn
 
-    async def current(self) -> int:
+    async def document(self, slug: str, kind: str, revision: int) -> Document | None:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.POOL)
+        async with self._slots:
+            conn = self._idle.pop() if self._idle else None
+            try:
+                async with asyncio.timeout(PG_TIMEOUT_S):
+                    if conn is None or conn.closed:
+                        conn = await self._open()
+                    cur = await conn.execute(PG_DOCUMENT, (slug, kind, revision))
+                    row = await cur.fetchone()
+            except BaseException as exc:  # the connection is in an unknown state: dropped
+                if conn is not None:
+                    asyncio.get_running_loop().create_task(conn.close())
+                if isinstance(exc, TimeoutError):
+                    import psycopg
+
+                    raise psycopg.OperationalError(f"no answer within {PG_TIMEOUT_S:g} s") from None
+                raise
+            self._idle.append(conn)
+        return None if row is None else (bytes(row[0]), row[1], row[2])
+
+    async def current(self) -> Ver:
         if self._lock is None:
             self._lock = asyncio.Lock()
         if self._next is None:
@@ -127,9 +201,9 @@ class PgVersions(Versions):
             try:
                 async with asyncio.timeout(PG_TIMEOUT_S):
                     conn = await self._connect()
-                    cur = await conn.execute(VERSION_SQL)
+                    cur = await conn.execute(VERSIONS_SQL)
                     row = await cur.fetchone()
-                fut.set_result(int(row[0]))
+                fut.set_result(Ver(*row))
             except TimeoutError:
                 import psycopg
 
@@ -143,6 +217,8 @@ class PgVersions(Versions):
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
+        while self._idle:
+            await self._idle.pop().close()
 
 
 def make_versions(url: str) -> Versions:

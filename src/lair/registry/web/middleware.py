@@ -1,12 +1,18 @@
-"""Bare-ASGI front of the app: serves cached responses (and 304s) without entering Starlette.
+"""Bare-ASGI front of the app: serves stored documents and cached responses (and 304s) without
+entering Starlette.
 
-A route marks a response cacheable with the ``x-lair-cache`` header; the middleware strips it, adds
-an ETag (a hash of the body, so every process agrees) and stores the response under the data version
-read before the route ran.
+A recipe's JSON, page and revisions are read from the documents its writes stored (one indexed
+SELECT, :func:`stored_key` names the row a path serves); a recipe without stored rows, and a signed-in
+visitor's recipe page, go to the route. Otherwise a route marks a response cacheable with the
+``x-lair-cache`` header; the middleware strips it, adds an ETag (a hash of the body, so every process
+agrees) and keeps the response under the version read before the route ran: the list version for
+lists and searches (:data:`LIST_PATHS`), the data version for the rest.
 """
 
 from __future__ import annotations
 
+import hashlib
+import time
 from collections.abc import MutableMapping
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -14,15 +20,92 @@ from typing import Any
 from starlette.responses import Response
 
 from lair.registry.service.outage import Unavailable, unavailable
+from lair.registry.service.stored import with_base
 from lair.registry.web.auth import SECURITY_HEADERS, cross_site
-from lair.registry.web.cache import Entry, ResponseCache, Versions, etag_of
+from lair.registry.web.cache import VOTE_TTL_S, Document, Entry, ResponseCache, Ver, Versions, etag_of
 from lair.registry.web.hosts import HEALTH_PATH, refuse_host
 from lair.registry.web.render import error_response
 
-__all__ = ["CACHE_HEADER", "HEALTH_PATH", "CacheMiddleware", "data_version", "refuse_cross_site"]
+__all__ = [
+    "CACHE_HEADER",
+    "HEALTH_PATH",
+    "LIST_PATHS",
+    "CacheMiddleware",
+    "data_version",
+    "refuse_cross_site",
+    "stored_key",
+]
 
 CACHE_HEADER = b"x-lair-cache"
+LIST_PATHS = frozenset({"/", "/recipes", "/recipes.json", "/api/v1/recipes"})
 Scope = dict[str, Any]
+StoredKey = tuple[str, str, int]
+_TYPES = {"json": b"application/json", "page": b"text/html; charset=utf-8"}
+
+
+def _revision(raw: str, kind: str) -> tuple[str, int] | None:
+    stem, dot, ext = raw.rpartition(".")
+    if dot:
+        if ext != "json":
+            return None
+        raw, kind = stem, "json"
+    if not raw.isdigit() or raw[0] == "0" or len(raw) > 9:
+        return None  # the route answers odd numbers (01, 10**10) as it always has
+    return kind, int(raw)
+
+
+def _recipe(name: str, personal: bool) -> StoredKey | None:
+    stem, dot, ext = name.rpartition(".")
+    if not dot:
+        return None if personal else (name, "page", 0)  # a signed-in page has the viewer's buttons
+    return (stem, "json", 0) if ext == "json" and stem else None
+
+
+def stored_key(path: str, personal: bool) -> StoredKey | None:
+    """(slug, kind, revision) of the stored document that ``path`` serves, or None."""
+    parts = path.split("/")
+    if len(parts) == 3 and parts[1] == "recipes" and parts[2]:
+        return _recipe(parts[2], personal)
+    if len(parts) == 5 and parts[1:4] == ["api", "v1", "recipes"]:
+        return (parts[4][:-5], "json", 0) if parts[4].endswith(".json") and len(parts[4]) > 5 else None
+    if len(parts) == 5 and parts[1] == "recipes" and parts[3] == "revisions" and parts[2]:
+        rev = _revision(parts[4], "page")
+    elif len(parts) == 7 and parts[1:4] == ["api", "v1", "recipes"] and parts[5] == "revisions" and parts[4]:
+        rev = _revision(parts[4 + 2], "json")
+        parts = parts[2:]
+    else:
+        return None
+    return None if rev is None else (parts[2], *rev)
+
+
+def base_of(scope: Scope, state: Any) -> str:
+    """The request's base URL, as :func:`~lair.registry.web.hosts.base_url` has it."""
+    if state.public_url:
+        return str(state.public_url)
+    if state.allowed_hosts:
+        return f"{scope['scheme']}://{(_header(scope, b'host') or b'').decode('latin-1')}"
+    return ""
+
+
+def _document_entry(doc: Document, kind: str, base: str) -> Entry:
+    body, etag, modified = doc
+    body = with_base(body, kind, base)
+    if base:
+        etag = hashlib.blake2b(f"{etag} {base}".encode(), digest_size=12).hexdigest()
+    tag = b'"' + etag.encode() + b'"'
+    lm = modified.encode()
+    headers = [(b"content-type", _TYPES[kind]), (b"cache-control", b"no-cache"), (b"last-modified", lm),
+               (b"content-length", str(len(body)).encode()), (b"etag", tag)]  # fmt: skip
+    return Entry(None, 200, _secured(headers), body, tag, lm)
+
+
+def _fresh(hit: Entry, current: Ver, listing: bool) -> bool:
+    if not listing:
+        return bool(hit.version == current.n)
+    lists, votes = hit.version
+    return bool(
+        lists == current.lists and (votes == current.votes or time.monotonic() - hit.born < VOTE_TTL_S)
+    )
 
 
 def unavailable_response(path: str, u: Unavailable) -> Response:
@@ -33,16 +116,29 @@ def unavailable_response(path: str, u: Unavailable) -> Response:
     return resp
 
 
-async def data_version(versions: Versions, scope: Scope, receive: Any, send: Any) -> int | None:
-    """The current data version; None once a 503 was sent because the database is unavailable."""
+async def data_version(versions: Versions, scope: Scope, receive: Any, send: Any) -> Ver | None:
+    """The current versions; None once a 503 was sent because the database is unavailable."""
     try:
         return await versions.current()
     except Exception as exc:
-        u = unavailable(exc)
-        if u is None:
-            raise
-        await unavailable_response(scope["path"], u)(scope, receive, _SecureSend(send))
+        await _unavailable(exc, scope, receive, send)
         return None
+
+
+async def _unavailable(exc: Exception, scope: Scope, receive: Any, send: Any) -> None:
+    u = unavailable(exc)
+    if u is None:
+        raise exc
+    await unavailable_response(scope["path"], u)(scope, receive, _SecureSend(send))
+
+
+async def stored_document(versions: Versions, scope: Scope, receive: Any, send: Any, key: StoredKey) -> Any:
+    """The stored document ``key`` (None when there is none; False once a 503 was sent)."""
+    try:
+        return await versions.document(*key)
+    except Exception as exc:
+        await _unavailable(exc, scope, receive, send)
+        return False
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -78,7 +174,10 @@ def _not_modified(scope: Scope, e: Entry) -> bool:
 
 
 class CacheMiddleware:
-    def __init__(self, app: Any, versions: Versions, cache: ResponseCache) -> None:
+    """``cache`` None (``LAIR_REGISTRY_CACHE_MB=0``): stored documents are still served, every other
+    response is rendered by its route."""
+
+    def __init__(self, app: Any, versions: Versions, cache: ResponseCache | None) -> None:
         self.app, self.versions, self.cache = app, versions, cache
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
@@ -87,7 +186,15 @@ class CacheMiddleware:
         if scope["type"] != "http" or scope["path"] == HEALTH_PATH:  # health reports the database itself
             await self.app(scope, receive, _SecureSend(send) if scope["type"] == "http" else send)
             return
-        if scope["method"] not in ("GET", "HEAD") or _personal(scope):
+        personal, read = _personal(scope), scope["method"] in ("GET", "HEAD")
+        if read and (key := stored_key(scope["path"], personal)) is not None:
+            doc = await stored_document(self.versions, scope, receive, send, key)
+            if doc is False:
+                return
+            if doc is not None:
+                await self._send(scope, send, _document_entry(doc, key[1], base_of(scope, self.app.state)))
+                return
+        if not read or personal or self.cache is None:
             if await refuse_cross_site(scope, receive, send, self.app):
                 return
             if (current := await data_version(self.versions, scope, receive, send)) is None:
@@ -95,15 +202,20 @@ class CacheMiddleware:
             scope.setdefault("state", {})["data_version"] = current
             await self.app(scope, receive, _SecureSend(send))
             return
-        version = await data_version(self.versions, scope, receive, send)
-        if version is None:
+        await self._cached(scope, receive, send, self.cache)
+
+    async def _cached(self, scope: Scope, receive: Any, send: Any, cache: ResponseCache) -> None:
+        current = await data_version(self.versions, scope, receive, send)
+        if current is None:
             return
+        listing = scope["path"] in LIST_PATHS
         key = b"%s\x00%s?%s" % (_header(scope, b"host") or b"", scope["raw_path"], scope["query_string"])
-        hit = self.cache.get(key)
-        if hit is not None and hit.version == version:
+        hit = cache.get(key)
+        if hit is not None and _fresh(hit, current, listing):
             await self._send(scope, send, hit)
             return
-        scope.setdefault("state", {})["data_version"] = version
+        scope.setdefault("state", {})["data_version"] = current
+        version = (current.lists, current.votes) if listing else current.n
         await self.app(scope, receive, _Capture(self, scope, send, key, version))
 
     async def _send(self, scope: Scope, send: Any, e: Entry) -> None:
@@ -121,7 +233,7 @@ class CacheMiddleware:
 class _Capture:
     """The send of one cache miss: passes through, or buffers a cacheable response and stores it."""
 
-    def __init__(self, mw: CacheMiddleware, scope: Scope, send: Any, key: bytes, version: int) -> None:
+    def __init__(self, mw: CacheMiddleware, scope: Scope, send: Any, key: bytes, version: Any) -> None:
         self.mw, self.scope, self.send, self.key, self.version = mw, scope, send, key, version
         self.start: dict[str, Any] | None = None
         self.chunks: list[bytes] = []
@@ -152,7 +264,7 @@ class _Capture:
         headers = _secured(headers)
         lm = next((v for k, v in headers if k == b"last-modified"), None)
         entry = Entry(self.version, self.start["status"], headers, body, etag, lm)
-        if self.scope["method"] == "GET":
+        if self.scope["method"] == "GET" and self.mw.cache is not None:
             self.mw.cache.put(self.key, entry)
         await self.mw._send(self.scope, self.send, entry)
 

@@ -1,0 +1,170 @@
+"""Stored documents: each visible recipe's JSON document and anonymous page, rendered by the write.
+
+Every write that changes what a recipe's URLs show calls :func:`changed` once, in its own
+transaction: it bumps the version counters (the row lock it takes orders concurrent writers, so
+the render below reads every write committed before this one) and re-renders the documents of the
+recipes named (:func:`refresh_documents`). A read of a recipe's JSON, page or revision is then one
+indexed SELECT of bytes (``DOCUMENT_SQL``); no write flushes it, and a write through any process is
+seen by the next read in every other.
+
+The rows hold, per recipe, ``(json|page, 0)`` for ``/api/v1/recipes/<slug>.json`` and
+``/recipes/<slug>``, and ``(json|page, n)`` for the URLs of its latest revision ``n``. Older revisions'
+URLs are rendered by their routes (and kept in the memory cache until the next write): each of their
+documents shows the recipe's votes, history and verified rows too, so storing them all would make
+every write cost one render per revision (50 revisions of one recipe, revised and voted on by 16
+writers at once, held SQLite's write lock past its 10 s timeout that way). A hidden recipe (or one owned
+by a hidden user) has no rows: its URLs fall through to the routes, which answer 404. Hiding a user
+changes other recipes too: the rows they submitted leave those recipes' documents.
+
+Links are rendered with ``BASE`` and the read puts the request's base URL in its place
+(:func:`with_base`), escaped for the document's kind. The pages and documents are built by the same
+functions the routes call (:func:`~.page.recipe_page`, :func:`~.document.recipe_document`), so a
+stored document and a fresh render are the same bytes (the property test compares them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import weakref
+from collections.abc import Iterable
+from typing import Any, cast
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine
+
+from lair.registry.db.schema import QualityMeasurement, RecipeDocument
+from lair.registry.service.publish import MEASUREMENTS, RECIPES, VERSION, bump_version, visible
+from lair.registry.service.timefmt import http_date
+
+__all__ = [
+    "BASE",
+    "DOCUMENTS",
+    "DOCUMENT_SQL",
+    "changed",
+    "refresh_documents",
+    "refresh_missing",
+    "render_documents",
+    "user_recipes",
+    "with_base",
+]
+
+DOCUMENTS = cast(sa.Table, RecipeDocument.__table__)
+QUALITY = cast(sa.Table, QualityMeasurement.__table__)
+BASE = "https://lair-base.invalid"
+"""What links start with in a stored document; replaced by the request's base URL when read."""
+_BASE_B = BASE.encode()
+DOCUMENT_SQL = (
+    "SELECT body, etag, modified FROM recipe_documents WHERE slug = {p} AND kind = {p} AND revision = {p}"
+)
+"""The read: one primary-key lookup (``{p}`` is the driver's placeholder)."""
+
+_SLUG = sa.select(RECIPES.c.slug).where(RECIPES.c.id == sa.bindparam("rid"), visible())
+_DELETE = sa.delete(DOCUMENTS).where(DOCUMENTS.c.recipe_id == sa.bindparam("rid"))
+_INSERT = sa.insert(DOCUMENTS)
+_FORKS = sa.select(RECIPES.c.id).where(RECIPES.c.upstream_id == sa.bindparam("rid"))
+
+
+def _etag(body: bytes) -> str:
+    return hashlib.blake2b(body, digest_size=12).hexdigest()
+
+
+def _page(template: str, ctx: dict[str, Any]) -> bytes:
+    from lair.registry.web.render import page_env  # the routes' own templates and filters
+
+    return page_env().get_template(template).render(**ctx).encode()
+
+
+def render_documents(conn: Connection, slug: str) -> list[dict[str, Any]]:
+    """The rows of a visible recipe: its JSON and page, and those of its latest revision's URLs,
+    rendered as the routes render them (with ``BASE`` for links)."""
+    from lair.registry.service import read
+    from lair.registry.service.document import recipe_document, revision_document
+    from lair.registry.service.page import recipe_page
+
+    rec = read.get_recipe(conn, slug)
+    p, at, n, made = recipe_page(rec, BASE), rec.updated_at, rec.revision.number, rec.revision.created_at
+    return [
+        _row(rec, "json", 0, orjson.dumps(recipe_document(rec, BASE)), at),
+        _row(rec, "page", 0, _page("recipe.html", {"p": p, "me": None, "voted": False}), at),
+        _row(rec, "json", n, orjson.dumps(revision_document(rec, BASE)), made),
+        _row(rec, "page", n, _page("revision.html", {"p": p, "toml": rec.revision.toml}), made),
+    ]
+
+
+def _row(rec: Any, kind: str, revision: int, body: bytes, modified: Any) -> dict[str, Any]:
+    return {"slug": rec.slug, "kind": kind, "revision": revision, "recipe_id": rec.id, "body": body,
+            "etag": _etag(body), "modified": http_date(modified)}  # fmt: skip
+
+
+def refresh_documents(conn: Connection, recipe_id: int) -> None:
+    """Re-render the stored documents of one recipe (or remove them when it is not visible)."""
+    from lair.registry.service.chart import chart_store
+
+    conn.execute(_DELETE, {"rid": recipe_id})
+    slug = conn.execute(_SLUG, {"rid": recipe_id}).scalar()
+    if slug is None:
+        return
+    with chart_store(conn):
+        rows = render_documents(conn, slug)
+    conn.execute(_INSERT, rows)
+
+
+def user_recipes(conn: Connection, user_id: int) -> list[int]:
+    """The recipes whose documents show the user: those they own, and those holding their rows."""
+    return list(
+        conn.execute(
+            sa.union(
+                sa.select(RECIPES.c.id).where(RECIPES.c.owner_id == user_id),
+                sa.select(MEASUREMENTS.c.recipe_id).where(MEASUREMENTS.c.submitted_by == user_id),
+                sa.select(QUALITY.c.recipe_id).where(QUALITY.c.submitted_by == user_id),
+            )
+        ).scalars()
+    )
+
+
+_AT_0009: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+def _stored_schema(conn: Connection) -> bool:
+    """Whether the database has the tables of migration 0009 (remembered per engine once it has)."""
+    if conn.engine in _AT_0009:
+        return True
+    if sa.inspect(conn).has_table("recipe_documents"):
+        _AT_0009.add(conn.engine)
+        return True
+    return False
+
+
+def changed(conn: Connection, recipe_ids: Iterable[int], *, lists: bool = True, forks: bool = False) -> None:
+    """The one call of a write that changed recipes: bump the counters first (``lists``: the list
+    version, else the vote version), then re-render each recipe's documents (and, with ``forks``,
+    those of its forks: a fork's page says when its upstream has a newer revision)."""
+    bump_version(conn)
+    if not _stored_schema(conn):  # a database before migration 0009 (tests of older migrations)
+        return
+    column = VERSION.c.lists if lists else VERSION.c.votes
+    conn.execute(sa.update(VERSION).where(VERSION.c.id == 1).values({column: column + 1}))
+    ids = list(dict.fromkeys(recipe_ids))
+    if forks:
+        ids += [f for rid in list(ids) for f in conn.execute(_FORKS, {"rid": rid}).scalars() if f not in ids]
+    for rid in ids:
+        refresh_documents(conn, rid)
+
+
+def refresh_missing(conn: Connection, batch: int = 500) -> int:
+    """Render the documents of every visible recipe that has none (a database from before migration
+    0009, or one filled in bulk behind the service layer); returns how many were rendered."""
+    have = sa.select(DOCUMENTS.c.recipe_id).where(DOCUMENTS.c.kind == "json", DOCUMENTS.c.revision == 0)
+    stmt = sa.select(RECIPES.c.id).where(visible(), RECIPES.c.id.not_in(have)).order_by(RECIPES.c.id)
+    ids = list(conn.execute(stmt).scalars())
+    for rid in ids:
+        refresh_documents(conn, rid)
+    return len(ids)
+
+
+def with_base(body: bytes, kind: str, base: str) -> bytes:
+    """A stored body with its links starting at ``base`` (escaped for JSON or HTML)."""
+    repl = orjson.dumps(base)[1:-1] if kind == "json" else html.escape(base).encode()
+    return body.replace(_BASE_B, repl)
