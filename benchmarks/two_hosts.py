@@ -1,0 +1,201 @@
+"""Two app hosts behind nginx against one, with wrk over https, on this machine.
+
+The deployment of ``tests/integration/registry/test_two_hosts.py``: network-namespace hosts on a
+private bridge, each running ``lair serve --workers 1`` over one PostgreSQL and one S3 store (moto's
+server) on the bridge, behind ``deploy/nginx/lair-registry.conf`` (one nginx worker, TLS with a
+self-signed certificate). wrk asks for one recipe's JSON (``/api/v1/recipes/tiny-cpu.json``) and,
+separately, its page, through nginx; the one-host run has only the first host in the upstream.
+Runs alternate one host / two hosts, ``--runs`` times; the median of each is reported.
+
+All of it shares this machine's cores: nginx, wrk, PostgreSQL and both app processes. The ratio says
+how much of the app's share of the machine a second process wins here, not what a second machine
+gives (see docs/deploy.md, "Scaling to N hosts").
+
+Usage: ``python benchmarks/two_hosts.py [--runs 3] [--seconds 8] [--connections 32]`` (root: netns).
+Prints a table and writes ``benchmarks/results/two_hosts.{md,json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from lair.registry.serve import prepare
+from lair.testing.deploy import nginx_binary, nginx_conf
+from lair.testing.nodes import NetnsNodes, TestNode
+from lair.testing.postgres import pg_server
+from lair.testing.registry import free_port, wait_http
+from lair.testing.s3 import s3_server
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results"
+PORT = 8780
+PATHS = {"recipe JSON": "/api/v1/recipes/tiny-cpu.json", "recipe page": "/recipes/tiny-cpu"}
+
+
+def _units(value: str, unit: str) -> float:
+    scale = {"us": 1e-3, "ms": 1.0, "s": 1000.0, "": 1.0, "k": 1e3, "M": 1e6}
+    return float(value) * scale[unit]
+
+
+def wrk(url: str, seconds: int, connections: int) -> dict[str, float]:
+    """One wrk run: requests a second, median and p99 latency (ms), non-2xx answers and errors."""
+    argv = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", url]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=seconds + 60).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])  # type: ignore[index]
+    lat = {p: _units(v, u) for p, v, u in re.findall(r"\s(50|99)%\s+([\d.]+)(us|ms|s)", out)}
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    return {
+        "rps": rps, "p50_ms": lat["50"], "p99_ms": lat["99"],
+        "non_2xx": float(bad[1]) if bad else 0.0,
+        "socket_errors": float(sum(int(g) for g in errors.groups())) if errors else 0.0,
+    }  # fmt: skip
+
+
+def cpu_seconds(groups: list[int]) -> float:
+    """User + system CPU seconds of every live process in these process groups (/proc)."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) in groups:  # field 5 of stat: the process group
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _run(url: str, args: argparse.Namespace, apps: list[int], nginx: int) -> dict[str, float]:
+    before = cpu_seconds(apps), cpu_seconds([nginx])
+    row = wrk(url, args.seconds, args.connections)
+    row["app_cores"] = (cpu_seconds(apps) - before[0]) / args.seconds
+    row["nginx_cores"] = (cpu_seconds([nginx]) - before[1]) / args.seconds
+    return row
+
+
+def _serve(node: TestNode, db: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    argv = ["nsenter", f"--net={node.netns}", sys.executable, "-m", "lair", "serve", "--db", db]
+    argv += ["--host", node.address, "--port", str(PORT), "--workers", "1", "--no-seed"]
+    argv += ["--blobs", "s3://lair-reports/blobs", "--allowed-host", "localhost"]
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+            start_new_session=True,
+        )  # fmt: skip
+    wait_http(f"http://{node.address}:{PORT}/api/v1/health", 60, proc)
+    return proc
+
+
+def _nginx(where: Path, upstreams: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    where.mkdir(parents=True, exist_ok=True)
+    https = free_port()
+    conf = nginx_conf(where, upstreams, https, free_port())
+    (where / "lair-registry.conf").write_text(  # no log of wrk's hundreds of thousands of requests
+        re.sub(r"access_log [^;]+;", "access_log off;", (where / "lair-registry.conf").read_text())
+    )
+    argv = [nginx_binary(), "-p", str(where), "-c", str(conf), "-g", "daemon off;"]
+    proc = subprocess.Popen(argv, start_new_session=True)
+    return proc, https
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="lair-two-hosts-"))
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {p: {"one": [], "two": []} for p in PATHS}
+    with NetnsNodes(2) as nodes:
+        bridge = f"{nodes.subnet}.1"
+        with pg_server(host=bridge) as pg, s3_server(host=bridge) as s3:
+            prepare(pg.url)
+            s3.create_bucket("lair-reports")
+            proxies = {
+                "one": _nginx(tmp / "one", [f"{nodes.nodes[0].address}:{PORT}"]),
+                "two": _nginx(tmp / "two", [f"{n.address}:{PORT}" for n in nodes.nodes]),
+            }
+            apps = [_serve(n, pg.url, s3.env, tmp / f"{n.name}.log") for n in nodes.nodes]
+            try:
+                for name, path in PATHS.items():
+                    for kind in ("one", "two"):  # warm-up: caches filled, connections open
+                        wrk(f"https://localhost:{proxies[kind][1]}{path}", 2, args.connections)
+                    for _ in range(args.runs):
+                        for kind in ("one", "two"):
+                            url = f"https://localhost:{proxies[kind][1]}{path}"
+                            pids = [p.pid for p in apps]
+                            runs[name][kind].append(_run(url, args, pids, proxies[kind][0].pid))
+            finally:
+                for p in apps:
+                    os.killpg(p.pid, signal.SIGTERM)
+                    p.wait(30)
+                for proc, _port in proxies.values():
+                    proc.terminate()
+                    proc.wait(15)
+    return {"runs": runs, "median": {n: {k: _median(v) for k, v in r.items()} for n, r in runs.items()}}
+
+
+def _median(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+
+
+def render(result: dict[str, Any], args: argparse.Namespace) -> str:
+    lines = [
+        "# Two app hosts behind nginx vs one (this machine)",
+        "",
+        f"wrk -t2 -c{args.connections} -d{args.seconds}s over https through nginx (1 worker, TLS), "
+        f"median of {args.runs} alternating runs; each host a network namespace running "
+        "`lair serve --workers 1` over one PostgreSQL and one S3 store; "
+        f"{os.cpu_count()} CPU cores shared by nginx, wrk, PostgreSQL and both apps "
+        f"(load average {result['load_average']['before']:.1f} before the run, "
+        f"{result['load_average']['after']:.1f} after: other work on the machine counts too).",
+        "",
+        "| request | one host req/s | two hosts req/s | ratio | one / two hosts p50 ms | one / two p99 ms "
+        "| cores used by the apps, nginx: one host | two hosts |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, m in result["median"].items():
+        one, two = m["one"], m["two"]
+        lines.append(
+            f"| {name} | {one['rps']:,.0f} | {two['rps']:,.0f} | {two['rps'] / one['rps']:.2f}x | "
+            f"{one['p50_ms']:.1f} / {two['p50_ms']:.1f} | {one['p99_ms']:.1f} / {two['p99_ms']:.1f} | "
+            f"{one['app_cores']:.2f}, {one['nginx_cores']:.2f} | "
+            f"{two['app_cores']:.2f}, {two['nginx_cores']:.2f} |"
+        )
+    lines += [
+        "",
+        "Cores used: CPU seconds of every process of the app hosts (granian and its workers) and of nginx",
+        "during a run, divided by its length. When the two-host run's app cores are no higher than the",
+        "one-host run's, the second process found no idle core to run on: the machine, not the app, was the",
+        "limit. On separate machines each host brings its own cores (docs/deploy.md, Scaling to N hosts).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=8)
+    ap.add_argument("--connections", type=int, default=32)
+    args = ap.parse_args()
+    load_before = os.getloadavg()
+    result = measure(args)
+    result["load_average"] = {"before": load_before[0], "after": os.getloadavg()[0]}
+    table = render(result, args)
+    print(table)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "two_hosts.md").write_text(table)
+    meta = {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version()}
+    doc = {"benchmark": "two_hosts", "args": vars(args), "machine": meta} | result
+    (OUT / "two_hosts.json").write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
