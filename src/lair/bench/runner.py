@@ -463,7 +463,11 @@ def _certify(s: _Session) -> None:
     samples = s.sampler.samples()
     t_first = s.windows[0].reps[0].t0 if s.windows and s.windows[0].reps else 0.0
     for w in s.windows:
-        w.cell.certificate = cell_certificate(w, samples, s.opts, t_first, s.sampler.backend != "none")
+        cert = cell_certificate(w, samples, s.opts, t_first, s.sampler.backend != "none")
+        w.cell.certificate = cert
+        for kind in ("thermal", "power"):
+            if cert.gpu and cert.gpu[f"{kind}_throttled"]:
+                w.cell.flags.append(f"{kind}-throttled")
 
 
 async def run_bench_async(url: str, options: BenchOptions | None = None) -> BenchResult:

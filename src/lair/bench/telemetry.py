@@ -308,7 +308,12 @@ class SmiSampler:
                 self._out.append(sample)
 
     def start(self) -> None:
-        query = ["--query-gpu=" + ",".join(self._fields), "--format=csv,noheader,nounits", f"-lms={self._ms}"]
+        query = [
+            "--query-gpu=" + ",".join(self._fields),
+            "--format=csv,noheader,nounits",
+            "-lms",
+            str(self._ms),
+        ]
         self._proc = subprocess.Popen(
             [self._exe, *query],
             stdout=subprocess.PIPE,
@@ -330,6 +335,8 @@ class SmiSampler:
                 self._proc.wait()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._proc is not None and self._proc.stdout is not None:
+            self._proc.stdout.close()
 
     def samples(self) -> list[GpuSample]:
         return list(self._out)

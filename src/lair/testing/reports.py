@@ -10,7 +10,7 @@ from typing import Any
 
 from lair.bench import definitions as d
 
-__all__ = ["made_up_report"]
+__all__ = ["certificates", "made_up_report"]
 
 _CLIENT = {"cpu_fraction_max": 0.1, "loop_lag_p99_ms_max": 0.5, "batched_lag_p99_ms_max": 0.5}
 
@@ -58,6 +58,65 @@ def _cell(ctx: int, conc: int, reps: list[list[dict[str, Any]]], tokens: int) ->
     }  # fmt: skip
 
 
+def _gpu_window(samples: int) -> dict[str, Any]:
+    return {
+        "samples": samples, "gpus": 1, "energy_j": 600.0, "energy_source": "counter", "avg_w": 300.0,
+        "peak_w": 350.0, "sm_clock_mhz": {"min": 1980.0, "max": 1980.0},
+        "mem_clock_mhz": {"min": 3201.0, "max": 3201.0}, "temp_c_max": 55.0, "mem_used_mib_max": 20000.0,
+        "throttle_reasons": [], "thermal_throttled": False, "power_throttled": False,
+    }  # fmt: skip
+
+
+def _energy(out_tokens: int, prompt_tokens: int) -> dict[str, Any]:
+    return {
+        "energy_j": 600.0, "energy_source": "counter", "seconds": 2.0, "output_tokens": out_tokens,
+        "prompt_tokens": prompt_tokens, "j_per_output_token": 600.0 / out_tokens,
+        "j_per_prompt_token": 600.0 / prompt_tokens, "output_tokens_per_kwh": out_tokens / (600.0 / 3.6e6),
+        "avg_w": 300.0, "peak_w": 350.0, "output_tok_s": out_tokens / 2.0, "usd_per_mtok": None,
+    }  # fmt: skip
+
+
+def certificates(
+    cells: list[dict[str, Any]], gpus: dict[str, Any] | None, requests: int = 1
+) -> dict[str, Any]:
+    """Give each cell of ``cells`` a certificate as the bench writes it (cold cache proven by the
+    responses, an idle client, and GPU samples with an energy figure when ``gpus`` names GPUs), and
+    return the run's certificate (``bench.certificate``). ``requests``: requests per cell."""
+    for i, cell in enumerate(cells):
+        out = int(cell.get("completion_tokens") or 1) * requests
+        prompt = int(cell.get("prompt_tokens") or 1) * requests
+        cell["certificate"] = {
+            "position": i, "started_s": 3.0 * i, "duration_s": 2.0, "idle_gap_s": 0.0,
+            "cache": {
+                "metric": None, "hits_before": [None], "hits_after": [None], "counter_hit_tokens": None,
+                "response_cached_tokens": cell.get("cached_tokens"), "proven_by": ["responses"], "cold": True,
+            },
+            "client": {
+                "cpu_fraction_max": float(cell["client"].get("cpu_fraction_max", 0.0)),
+                "loop_lag_p99_ms_max": float(cell["client"].get("loop_lag_p99_ms_max", 0.0)),
+                "batched_lag_p99_ms_max": float(cell["client"].get("batched_lag_p99_ms_max", 0.0)),
+                "read_interval_ms": 20.0, "bound": False,
+                "limits": {"cpu_fraction": 0.8, "loop_lag_p99_ms": 5.0},
+            },
+            "gpu": _gpu_window(20) if gpus else None,
+            "energy": _energy(out, prompt) if gpus else None,
+        }  # fmt: skip
+    software: dict[str, Any] = {"engine": "llama.cpp", "engine_version": "b6500", "engine_commit": "abc1234"}
+    if gpus:
+        software |= {
+            "driver": "580.159.04",
+            "cuda": "13.0",
+            "nvml": "13.580.159.04",
+            "gpus": list(gpus["models"]),
+        }
+    return {
+        "order": "shuffled", "seed": 7, "cells_in_order": [[c["context"], c["concurrency"]] for c in cells],
+        "warmup_requests": 1, "idle_gap_s": 0.0, "telemetry": "nvml" if gpus else "none",
+        "telemetry_note": "" if gpus else "no GPU telemetry: nvml: NVML Shared Library Not Found",
+        "telemetry_interval_s": 0.1, "software": software, "pricing": {},
+    }  # fmt: skip
+
+
 def made_up_report(
     recipe_toml: str,
     model_sha256: str,
@@ -71,11 +130,13 @@ def made_up_report(
     repeats: int = 2,
     ttft_ms: float = 10.0,
     run_name: str = "made-up",
+    certified: bool = True,
 ) -> dict[str, bytes]:
     """The files of a report folder whose every request streams ``decode_tokens`` one-token chunks
     ``1000 / decode_tok_s`` ms apart after a ``ttft_ms`` first token, on a rig whose fingerprint
     names ``gpus`` (nvidia-smi's ``{"count", "models", "memory"}``, None: a CPU-only rig); the recipe
-    as run is ``recipe_toml`` itself. Each call's timings differ (``run_name`` salts the TTFT)."""
+    as run is ``recipe_toml`` itself. Each call's timings differ (``run_name`` salts the TTFT). With
+    ``certified`` every cell has a clean certificate (:func:`certificates`)."""
     gap = round(1000 / decode_tok_s, 3)
     salt = (sum(run_name.encode()) % 997) / 1000  # another digest for another name
     rows, cells = [], []
@@ -88,10 +149,13 @@ def made_up_report(
         cells.append(_cell(ctx, concurrency, reps, decode_tokens))
     fp = {"gpus": gpus, "cpu": {"model": cpu_model, "count": 16, "arch": "x86_64"}, "ram_bytes": 1 << 37}
     options = {"decode_tokens": decode_tokens, "force_output": True, "read_interval_ms": 20.0}
+    bench: dict[str, Any] = {"schema_version": 1, "options": options, "cells": cells}
+    if certified:
+        bench["certificate"] = certificates(cells, gpus, requests=concurrency * repeats)
     doc = {
         "schema_version": 1, "kind": "lair.run_report", "run_name": run_name,
         "recipe": {"file": "recipe.recipe.toml", "model_sha256": model_sha256},
-        "bench": {"schema_version": 1, "options": options, "cells": cells}, "fingerprint": fp,
+        "bench": bench, "fingerprint": fp,
     }  # fmt: skip
     return {
         "results.json": json.dumps(doc).encode(),

@@ -18,6 +18,8 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from lair.testing.reports import certificates
+
 __all__ = [
     "HOSTILE",
     "declared_8gib",
@@ -102,7 +104,8 @@ def _row(repeat: int, send_ms: float, chunks: list[float]) -> dict[str, Any]:
 def report_files(recipe_toml: str, model_sha256: str) -> dict[str, Any]:
     """A run report of the bench's layout (:func:`lair.report.folder.write_run_report`), as parsed
     documents: ``results.json``, ``fingerprint.json`` (dicts), ``requests.jsonl`` (a list of rows)
-    and the recipe as run (text). Its cell is not recomputed from its rows: a test that needs it
+    and the recipe as run (text). Its cell has a certificate (:func:`lair.testing.reports.certificates`).
+    Its cell is not recomputed from its rows: a test that needs it
     verified fills the cell in from the registry's recomputation."""
     rows = [_row(0, 0.0, [120.0, 130.0, 140.5, 150.0]), _row(1, 0.0, [110.0, 121.0, 131.0, 141.0])]
     fp = {
@@ -140,13 +143,20 @@ def report_files(recipe_toml: str, model_sha256: str) -> dict[str, Any]:
         "engine_metrics": [{"metrics_engine": "llamacpp", "prefix_cache_hits_delta": None}],
     }
     options = {"decode_tokens": 4, "force_output": True, "read_interval_ms": 20.0, "repeat": 2}
+    run_certificate = certificates([cell], None, requests=2)
     results = {
         "schema_version": 1,
         "kind": "lair.run_report",
         "run_name": "tiny",
         "created_at": "2026-01-01T00:00:00+00:00",
         "recipe": {"file": "recipe.recipe.toml", "model_sha256": model_sha256},
-        "bench": {"url": "http://127.0.0.1:1", "model": "tiny", "options": options, "cells": [cell]},
+        "bench": {
+            "url": "http://127.0.0.1:1",
+            "model": "tiny",
+            "options": options,
+            "cells": [cell],
+            "certificate": run_certificate,
+        },
         "fingerprint": fp,
         "logs": [],
     }

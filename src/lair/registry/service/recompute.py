@@ -16,12 +16,22 @@ tokens, prompts the size of their cell's context (``PROMPT_TOLERANCE``), and no 
 arrival time (llama.cpp flushes a burst of tokens at once; see :mod:`lair.bench.definitions`). The
 floor on a stream's gaps is its mean gap: above one token a microsecond here, and at most 100% of the
 roofline of its GPUs in :mod:`.verify`.
+
+Each cell's certificate (:func:`check_certificate`, written by :mod:`lair.bench.certificate`) must
+show a cold prefix cache (no hit tokens beyond the template's allowance, by the engine's counter or the
+responses) that agrees with the cell, a client that was not the bottleneck by its own numbers and by
+its verdict, and, on a rig whose fingerprint names GPUs, GPU samples during the cell with an energy
+figure and the driver and CUDA versions: otherwise the report is refused. Thermal or power
+throttling seen during a cell is no refusal: the row carries a note saying so. A report with no
+certificate at all (written before lair recorded one) is kept as it was checked before, at most
+``reported-by-report``.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass, field
 from itertools import accumulate, pairwise
 from typing import Any
 
@@ -31,10 +41,13 @@ from lair.bench.aggregate import aggregate_cell
 __all__ = [
     "ABS_TOL",
     "MAX_STREAM_TOK_S",
+    "NO_CERTIFICATE",
     "PROMPT_SLACK_TOKENS",
     "PROMPT_TOLERANCE",
     "REL_TOL",
+    "Certified",
     "check_cells",
+    "check_certificate",
     "plausibility",
     "timing_of",
 ]
@@ -297,3 +310,122 @@ def check_cells(bench: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list
         out.append(again | {"context": key[0], "concurrency": key[1]})
     reasons += [f"requests.jsonl has requests of ctx {c} x{n} that no cell reports" for c, n in groups]
     return out, reasons
+
+
+NO_CERTIFICATE = (
+    "no certificate: the report records no cache counters, client load or GPU telemetry per cell "
+    "(written before lair recorded them)"
+)
+"""The note of every row of a report without a certificate (such rows are at most reported-by-report)."""
+
+
+@dataclass
+class Certified:
+    """What the certificates say: reasons to refuse the report, notes per cell, and whether the
+    report has a certificate at all."""
+
+    reasons: list[str] = field(default_factory=list)
+    notes: dict[tuple[int, int], list[str]] = field(default_factory=dict)
+    present: bool = True
+
+
+def _gpu_count(fp: dict[str, Any] | None) -> int:
+    gpus = (fp or {}).get("gpus") or {}
+    n = gpus.get("count") if isinstance(gpus, dict) else None
+    return int(n) if isinstance(n, int) and not isinstance(n, bool) else 0
+
+
+def _cache_reasons(where: str, cell: dict[str, Any], cache: dict[str, Any]) -> list[str]:
+    out = []
+    counted = cache.get("counter_hit_tokens")
+    hits = [m.get("prefix_cache_hits_delta") for m in cell.get("engine_metrics") or []]
+    hits = [h for h in hits if h is not None]
+    if counted is not None and not _close(counted, sum(hits)):
+        out.append(
+            f"{where}: certificate counts {counted:g} hit tokens; "
+            f"the engine metrics' deltas add to {sum(hits):g}"
+        )
+    if cache.get("response_cached_tokens") != cell.get("cached_tokens"):
+        out.append(
+            f"{where}: certificate has {cache.get('response_cached_tokens')!r} cached tokens in the "
+            f"responses; the cell has {cell.get('cached_tokens')!r}"
+        )
+    if not cache.get("cold"):
+        seen = max([x for x in (counted, cache.get("response_cached_tokens")) if x is not None], default=0)
+        why = "prefix-cache hits" if cache.get("proven_by") else "a cold cache not proven"
+        out.append(f"{where}: certificate shows {why} ({seen:g} hit tokens): a warm-cache number")
+    return out
+
+
+def _client_reasons(where: str, client: dict[str, Any]) -> list[str]:
+    bound = d.is_client_bound(
+        float(client.get("cpu_fraction_max", 0.0)),
+        1.0,
+        float(client.get("loop_lag_p99_ms_max", 0.0)),
+        float(client.get("batched_lag_p99_ms_max", 0.0)),
+        float(client.get("read_interval_ms", 0.0)),
+    )
+    if not (bound or client.get("bound")):
+        return []
+    load = ", ".join(f"{k} {client[k]:.3g}" for k in _CLIENT_KEYS if isinstance(client.get(k), int | float))
+    return [f"{where}: certificate shows a client-bound run (the bench limited the numbers: {load})"]
+
+
+def _gpu_reasons(where: str, cert: dict[str, Any], gpus: int) -> list[str]:
+    g = cert.get("gpu") or {}
+    if not gpus:
+        return []
+    if not g.get("samples"):
+        return [f"{where}: the fingerprint names {gpus} GPU(s) but the certificate holds no GPU samples"]
+    if not cert.get("energy"):
+        return [f"{where}: the fingerprint names {gpus} GPU(s) but the certificate has no energy figure"]
+    return []
+
+
+def _throttle_note(cert: dict[str, Any]) -> list[str]:
+    g = cert.get("gpu") or {}
+    kinds = [k for k in ("thermal", "power") if g.get(f"{k}_throttled")]
+    if not kinds:
+        return []
+    reasons = ", ".join(str(r) for r in g.get("throttle_reasons") or [])
+    return [f"GPU {' and '.join(kinds)} throttling during the cell ({reasons})"]
+
+
+def _run_reasons(run: dict[str, Any], cells: list[dict[str, Any]], gpus: int) -> list[str]:
+    out = []
+    if gpus and run.get("telemetry") == "none":
+        out.append(
+            f"certificate: the fingerprint names {gpus} GPU(s) but the run had no GPU telemetry "
+            f"({run.get('telemetry_note') or 'no reason given'})"
+        )
+    sw = run.get("software") or {}
+    missing = [k for k in ("driver", "cuda") if gpus and not sw.get(k)]
+    if missing:
+        out.append(f"certificate: software.{' and software.'.join(missing)} missing on a rig with GPUs")
+    ran = sorted(tuple(p) for p in run.get("cells_in_order") or [])
+    if ran != sorted((int(c["context"]), int(c["concurrency"])) for c in cells):
+        out.append("certificate: cells_in_order does not list the report's cells")
+    return out
+
+
+def check_certificate(bench: dict[str, Any], fingerprint: dict[str, Any] | None) -> Certified:
+    """Every reason the cells' certificates refuse the report, and the notes they put on its rows
+    (see the module doc); ``present`` False for a report without any certificate."""
+    cells, run = bench.get("cells") or [], bench.get("certificate")
+    if not run and not any(c.get("certificate") for c in cells):
+        return Certified(present=False)
+    out, gpus = Certified(), _gpu_count(fingerprint)
+    out.reasons += (
+        _run_reasons(run or {}, cells, gpus) if run else ["certificate: the run's certificate is missing"]
+    )
+    for cell in cells:
+        key = (int(cell["context"]), int(cell["concurrency"]))
+        where, cert = f"cell ctx {key[0]} x{key[1]}", cell.get("certificate")
+        if not cert:
+            out.reasons.append(f"{where}: no certificate")
+            continue
+        out.reasons += _cache_reasons(where, cell, cert.get("cache") or {})
+        out.reasons += _client_reasons(where, cert.get("client") or {})
+        out.reasons += _gpu_reasons(where, cert, gpus)
+        out.notes[key] = _throttle_note(cert)
+    return out

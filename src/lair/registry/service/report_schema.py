@@ -136,6 +136,129 @@ class EngineMetrics(_Doc):
     counters_delta: dict[_Name, float] = Field(default_factory=dict, max_length=1000)
 
 
+_Float = Annotated[float, Field(ge=0, le=MAX_RATE)]
+_Seconds = Annotated[float, Field(ge=0, le=MAX_MS / 1000)]
+_Throttle = Literal[
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "display_clock_setting",
+]
+
+
+class CacheCertificate(_Doc):
+    """:class:`lair.bench.results.CacheCertificate`: the prefix cache around the cell's repeats."""
+
+    metric: _Name | None
+    hits_before: list[_Float | None] = Field(max_length=10_000)
+    hits_after: list[_Float | None] = Field(max_length=10_000)
+    counter_hit_tokens: Annotated[float, Field(ge=-MAX_RATE, le=MAX_RATE)] | None
+    response_cached_tokens: _Count | None
+    proven_by: list[Literal["engine-counter", "responses"]] = Field(max_length=2)
+    cold: bool
+
+
+class ClientCertificate(_Doc):
+    """:class:`lair.bench.results.ClientCertificate`: the bench's own load and its verdict."""
+
+    cpu_fraction_max: Annotated[float, Field(ge=0, le=1000)]
+    loop_lag_p99_ms_max: _Ms
+    batched_lag_p99_ms_max: _Ms
+    read_interval_ms: _Ms
+    bound: bool
+    limits: dict[_Name, _Float] = Field(max_length=16)
+
+
+class Span(_Doc):
+    min: _Float
+    max: _Float
+
+
+class GpuWindow(_Doc):
+    """:func:`lair.bench.telemetry.summarize_window`: what the GPUs did during the cell."""
+
+    samples: _Count
+    gpus: Annotated[int, Field(ge=0, le=4096)]
+    energy_j: _Float | None
+    energy_source: Literal["counter", "power-integral"] | None
+    avg_w: _Float | None
+    peak_w: _Float | None
+    sm_clock_mhz: Span | None
+    mem_clock_mhz: Span | None
+    temp_c_max: Annotated[float, Field(ge=-100, le=300)] | None
+    mem_used_mib_max: _Float | None
+    throttle_reasons: list[_Throttle] = Field(max_length=16)
+    thermal_throttled: bool
+    power_throttled: bool
+
+
+class Usd(_Doc):
+    energy: _Float | None
+    hardware: _Float | None
+    total: _Float | None
+
+
+class Energy(_Doc):
+    """:func:`lair.bench.certificate.energy_figures`: joules per token, tokens per kWh, watts, $/Mtok."""
+
+    energy_j: _Float
+    energy_source: Literal["counter", "power-integral"] | None
+    seconds: _Seconds
+    output_tokens: _Count
+    prompt_tokens: _Count
+    j_per_output_token: _Float | None
+    j_per_prompt_token: _Float | None
+    output_tokens_per_kwh: _Float | None
+    avg_w: _Float
+    peak_w: _Float | None
+    output_tok_s: _Float | None
+    usd_per_mtok: Usd | None
+
+
+class CellCertificate(_Doc):
+    """:class:`lair.bench.results.CellCertificate`: how one cell was measured (every field required)."""
+
+    position: Annotated[int, Field(ge=0, le=1 << 20)]
+    started_s: _Seconds
+    duration_s: _Seconds
+    idle_gap_s: _Seconds
+    cache: CacheCertificate
+    client: ClientCertificate
+    gpu: GpuWindow | None
+    energy: Energy | None = None
+
+
+class Software(_Doc):
+    engine: _Name | None = None
+    engine_version: _Name | None = None
+    engine_commit: _Name | None = None
+    driver: _Name | None = None
+    cuda: _Name | None = None
+    nvml: _Name | None = None
+    image_digest: _Name | None = None
+    gpus: list[_Name | None] = Field(default_factory=list, max_length=4096)
+
+
+class RunCertificate(_Doc):
+    """:class:`lair.bench.results.RunCertificate`: order, warm-up, telemetry, software."""
+
+    order: Literal["shuffled", "fixed"]
+    seed: Annotated[int, Field(ge=0, le=2**63)] | None
+    cells_in_order: list[Annotated[list[_Count], Field(min_length=2, max_length=2)]] = Field(max_length=4096)
+    warmup_requests: _Count
+    idle_gap_s: _Seconds
+    telemetry: Literal["nvml", "nvidia-smi", "none"]
+    telemetry_note: Annotated[str, Field(max_length=MAX_TEXT)]
+    telemetry_interval_s: _Seconds
+    software: Software
+    pricing: dict[_Name, _Float | None] = Field(default_factory=dict, max_length=16)
+
+
 class Cell(_Doc):
     """One (context, concurrency) cell of ``results.json`` (:class:`lair.bench.CellResult`)."""
 
@@ -159,6 +282,7 @@ class Cell(_Doc):
         default_factory=dict, max_length=100
     )
     engine_metrics: list[EngineMetrics] = Field(default_factory=list, max_length=10_000)
+    certificate: CellCertificate | None = None
 
 
 class Options(_Doc):
@@ -172,6 +296,7 @@ class Options(_Doc):
 class Bench(_Doc):
     options: Options = Field(default_factory=Options)
     cells: list[Cell] = Field(default_factory=list, max_length=4096)
+    certificate: RunCertificate | None = None
 
 
 class RecipeInfo(_Doc):

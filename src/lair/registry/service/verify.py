@@ -31,7 +31,7 @@ from lair.recipe import Recipe
 from lair.registry.service.archive import refuse
 from lair.registry.service.asrun import check_as_run
 from lair.registry.service.canonical import recipe_from_canonical
-from lair.registry.service.recompute import check_cells
+from lair.registry.service.recompute import NO_CERTIFICATE, Certified, check_cells, check_certificate
 from lair.registry.service.report_schema import (
     Fingerprint,
     RequestRow,
@@ -208,10 +208,20 @@ def row_tier(recipe: Recipe, fp: dict[str, Any], cell: dict[str, Any]) -> tuple[
     return _tier(rate, why)
 
 
-def _speed_rows(cells: list[dict[str, Any]], ratings: list[Any], why: str) -> list[dict[str, Any]]:
+def _certified_tier(tier: str, note: str, cert: Certified, key: tuple[int, int]) -> tuple[str, str]:
+    """A report without a certificate is at most reported-by-report; a certificate's notes (GPU
+    throttling) are added to the row's."""
+    if not cert.present:
+        return BY_REPORT, "; ".join(x for x in (note, NO_CERTIFICATE) if x)
+    return tier, "; ".join([x for x in (note, *cert.notes.get(key, [])) if x])
+
+
+def _speed_rows(
+    cells: list[dict[str, Any]], ratings: list[Any], why: str, cert: Certified
+) -> list[dict[str, Any]]:
     out = []
     for c, rate in zip(cells, ratings, strict=True):
-        tier, note = _tier(rate, why)
+        tier, note = _certified_tier(*_tier(rate, why), cert, (int(c["context"]), int(c["concurrency"])))
         out.append(
             {
                 "context": c["context"],
@@ -224,6 +234,7 @@ def _speed_rows(cells: list[dict[str, Any]], ratings: list[Any], why: str) -> li
                 "roofline": rate or {"missing": why},
                 "provenance": tier,
                 "note": note,
+                "energy": (c.get("certificate") or {}).get("energy"),
             }
         )
     return out
@@ -252,6 +263,8 @@ def verify_report(files: dict[str, bytes], find_revision: Callable[[str], Found 
     quality, eval_reasons = check_eval(doc, files)
     if cells or not doc.get("eval"):
         reasons += check_cells(doc["bench"], rows)[1]
+    cert = check_certificate(doc["bench"], doc.get("fingerprint"))
+    reasons += cert.reasons
     reasons += eval_reasons
     fp = doc.get("fingerprint") or {}
     ratings, why = _ratings(recipe_from_canonical(found.toml), fp, cells) if found else ([], "")
@@ -261,6 +274,6 @@ def verify_report(files: dict[str, bytes], find_revision: Callable[[str], Found 
             reasons.append(f"{where}: above 100% of the roofline ({rate['why']})")
     if reasons or found is None:
         raise refuse(422, "report_refused", reasons)
-    rows_out = _speed_rows(cells, ratings, why)
+    rows_out = _speed_rows(cells, ratings, why, cert)
     digest = digest_of(rows, doc, files.get(SAMPLES, b""))
     return Verified(found, digest, rig_fingerprint(fp), fp, str(doc.get("run_name") or ""), rows_out, quality)

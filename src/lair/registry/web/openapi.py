@@ -128,6 +128,10 @@ def _submitted() -> dict[str, Any]:
             "roofline": {"type": "object", "description": "% of the roofline, or why it is missing"},
             "provenance": {"enum": ["verified", "reported-by-report"]},
             "note": {"type": "string", "description": "why a reported-by-report row is not verified"},
+            "energy": {
+                "type": ["object", "null"],
+                "description": "the certificate's energy: J per token, tokens per kWh, watts, $/Mtok",
+            },
         }
     )
     quality = _obj(
