@@ -24,8 +24,10 @@ def err(msg: str) -> None:
 
 
 def prepare(db: str | None, *, seed: bool = True) -> tuple[str, list[str]]:
-    """Upgrade the schema; seed the bundled examples when there is no recipe yet."""
+    """Upgrade the schema; seed the bundled examples when there is no recipe yet; render the stored
+    documents of recipes that have none."""
     from lair.registry.service.publish import RECIPES, seed_examples
+    from lair.registry.service.stored import refresh_missing
 
     url = connect_url(db or default_url())
     engine = make_engine(url)
@@ -34,6 +36,8 @@ def prepare(db: str | None, *, seed: bool = True) -> tuple[str, list[str]]:
     with engine.begin() as conn:
         if seed and conn.execute(sa.select(sa.func.count()).select_from(RECIPES)).scalar_one() == 0:
             added = seed_examples(conn)
+    with engine.begin() as conn:  # recipes stored before migration 0009 get their documents once
+        refresh_missing(conn)
     engine.dispose()
     return url, added
 

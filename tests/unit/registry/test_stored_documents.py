@@ -182,3 +182,22 @@ def test_stored_documents_match_a_fresh_render_after_random_writes(
     assert slugs
     for slug in slugs[:4]:
         _served_equals_route(site, engine, slug)
+
+
+def test_lair_serve_renders_the_documents_a_database_from_before_0009_lacks(db_url: str) -> None:
+    """A database upgraded to 0009 has recipes and no stored rows: until they are rendered the routes
+    serve them (tested above); ``prepare`` (what ``lair serve`` runs first) renders them all once."""
+    from lair.registry.db.engine import make_engine, migrate
+    from lair.registry.serve import prepare
+    from lair.registry.service.publish import seed_examples
+
+    engine = make_engine(db_url)
+    migrate(engine)
+    with engine.begin() as conn:
+        seeded = len(seed_examples(conn))
+        conn.execute(sa.delete(DOCUMENTS))
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(DOCUMENTS)).scalar_one() == 0
+    prepare(db_url, seed=False)
+    assert seeded > 0 and _check_all(engine) == seeded  # every recipe's rows, equal to a fresh render
+    engine.dispose()

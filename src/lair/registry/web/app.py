@@ -179,7 +179,7 @@ def create_app(
     app.state.allowed_hosts = hosts_for(public, names)
     app.state.oauth_providers = [{"name": p.name, "title": p.title} for p in providers.values()]
     size = (
-        cache_bytes if cache_bytes is not None else int(os.environ.get("LAIR_REGISTRY_CACHE_MB", "256")) << 20
+        cache_bytes if cache_bytes is not None else int(os.environ.get("LAIR_REGISTRY_CACHE_MB", "64")) << 20
     )
     return CacheMiddleware(app, versions, ResponseCache(size) if size > 0 else None)
 

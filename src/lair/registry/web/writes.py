@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import anyio.to_thread
 import orjson
 from sqlalchemy import Connection
 from starlette.requests import Request
@@ -62,9 +63,15 @@ def _writing(request: Request) -> Iterator[tuple[Connection, Actor | None]]:
         yield conn, actor
 
 
-def _run(request: Request, fn: Callable[[Connection, Actor | None], Any]) -> Any:
+def _run_sync(request: Request, fn: Callable[[Connection, Actor | None], Any]) -> Any:
     with _writing(request) as (conn, actor):
         return fn(conn, actor)
+
+
+async def _run(request: Request, fn: Callable[[Connection, Actor | None], Any]) -> Any:
+    """The write on a worker thread: its statements, and the render of the documents it changed,
+    never hold the event loop (other requests go on being served)."""
+    return await anyio.to_thread.run_sync(_run_sync, request, fn)
 
 
 def _created(data: dict[str, Any]) -> Response:
@@ -74,26 +81,26 @@ def _created(data: dict[str, Any]) -> Response:
 async def create_recipe(request: Request) -> Response:
     data = await _json_body(request)
     text, notes = _str(data, "toml"), _str(data, "notes", False)
-    pub = _run(request, lambda c, a: community.publish_recipe(c, a, text, notes))
+    pub = await _run(request, lambda c, a: community.publish_recipe(c, a, text, notes))
     return _created({"slug": pub.slug, "revision": pub.revision, "sha256": pub.sha256})
 
 
 async def create_revision(request: Request) -> Response:
     data = await _json_body(request)
     slug, text, notes = request.path_params["slug"], _str(data, "toml"), _str(data, "notes", False)
-    pub = _run(request, lambda c, a: community.revise(c, a, slug, text, notes))
+    pub = await _run(request, lambda c, a: community.revise(c, a, slug, text, notes))
     return _created({"slug": pub.slug, "revision": pub.revision, "sha256": pub.sha256})
 
 
 async def fork(request: Request) -> Response:
     slug = request.path_params["slug"]
-    pub = _run(request, lambda c, a: community.fork(c, a, slug))
+    pub = await _run(request, lambda c, a: community.fork(c, a, slug))
     return _created({"slug": pub.slug, "upstream": slug, "revision": pub.revision})
 
 
 async def vote(request: Request) -> Response:
     slug, on = request.path_params["slug"], request.method == "PUT"
-    votes = _run(request, lambda c, a: community.vote(c, a, slug, on))
+    votes = await _run(request, lambda c, a: community.vote(c, a, slug, on))
     return json_response({"ok": True, "votes": votes}, cacheable=False)
 
 
@@ -103,19 +110,19 @@ async def retract(request: Request) -> Response:
     if not raw.isdigit() or not 0 < int(raw) < 2**62:
         raise RegistryError(404, "not_found", f"no measurement {raw[:30]!r}")
     quality = request.url.path.startswith("/api/v1/quality/")
-    _run(request, lambda c, a: community.retract(c, a, int(raw), reason, quality=quality))
+    await _run(request, lambda c, a: community.retract(c, a, int(raw), reason, quality=quality))
     return json_response({"ok": True, "retracted": int(raw)}, cacheable=False)
 
 
 async def hide(request: Request) -> Response:
     slug, hidden = request.path_params["slug"], request.method == "PUT"
-    _run(request, lambda c, a: community.hide_recipe(c, a, slug, hidden))
+    await _run(request, lambda c, a: community.hide_recipe(c, a, slug, hidden))
     return json_response({"ok": True, "slug": slug, "hidden": hidden}, cacheable=False)
 
 
 async def hide_user(request: Request) -> Response:
     name, hidden = request.path_params["name"], request.method == "PUT"
-    _run(request, lambda c, a: community.hide_user(c, a, name, hidden))
+    await _run(request, lambda c, a: community.hide_user(c, a, name, hidden))
     return json_response({"ok": True, "name": name, "hidden": hidden}, cacheable=False)
 
 
@@ -165,9 +172,13 @@ async def sign_up(request: Request) -> Response:
     data = await _json_body(request)
     name, password = _str(data, "name"), _str(data, "password")
     limit(SIGNUP_LIMIT, "signup", _address(request))
-    with request.app.state.engine.begin() as conn:
-        create_user(conn, name, password)
-        sid, csrf = create_session(conn, authenticate(conn, name, password))
+
+    def made() -> tuple[str, str]:  # argon2 (about 0.25 s) on a worker thread, never on the loop
+        with request.app.state.engine.begin() as conn:
+            create_user(conn, name, password)
+            return create_session(conn, authenticate(conn, name, password))
+
+    sid, csrf = await anyio.to_thread.run_sync(made)
     resp = json_response({"ok": True, "name": name, "csrf": csrf}, status=201, cacheable=False)
     _session_cookie(resp, request, sid)
     return resp
@@ -182,9 +193,13 @@ async def sign_in(request: Request) -> Response:
     name, password = _str(data, "name"), _str(data, "password")
     limit(SIGNIN_LIMITS[0], "signin", _address(request), name)
     limit(SIGNIN_LIMITS[1], "signin", _address(request))
-    with request.app.state.engine.begin() as conn:
-        actor = authenticate(conn, name, password)
-        sid, csrf = rotate_session(conn, actor, request.cookies.get(COOKIE))
+
+    def signed_in() -> tuple[Actor, str, str]:  # argon2 on a worker thread, never on the loop
+        with request.app.state.engine.begin() as conn:
+            actor = authenticate(conn, name, password)
+            return actor, *rotate_session(conn, actor, request.cookies.get(COOKIE))
+
+    actor, sid, csrf = await anyio.to_thread.run_sync(signed_in)
     resp = json_response({"ok": True, "name": actor.name, "csrf": csrf}, cacheable=False)
     _session_cookie(resp, request, sid)
     return resp
@@ -234,7 +249,7 @@ async def revoke_token(request: Request) -> Response:
     if not raw.isdigit() or not 0 < int(raw) < 2**62:
         raise RegistryError(404, "not_found", f"no token {raw[:30]!r}")
 
-    _run(request, lambda c, a: revoke(c, a, int(raw)))
+    await _run(request, lambda c, a: revoke(c, a, int(raw)))
     return json_response({"ok": True, "revoked": int(raw)}, cacheable=False)
 
 
@@ -244,7 +259,7 @@ async def create_token(request: Request) -> Response:
 
     data = await _json_body(request)
     name, scope = _str(data, "name"), _str(data, "scope")
-    token, tid = _run(request, lambda c, a: issue_token(c, a, name, scope))
+    token, tid = await _run(request, lambda c, a: issue_token(c, a, name, scope))
     return _created({"token": token, "id": tid, "name": name.strip(), "scope": scope})
 
 
