@@ -111,6 +111,7 @@ def write_run_report(
         engine=engine,
         recipe_sha256=recipe_info.get("sha256"),
     )
+    _certify_image(bench, fp)
     doc = {
         "schema_version": SCHEMA_VERSION,
         "kind": "lair.run_report",
@@ -133,6 +134,14 @@ def write_run_report(
     (out / "report.md").write_text(markdown(doc) + (roofline_markdown(roofline) if roofline else ""))
     (out / "report.html").write_text(html_page(doc, roofline))
     return out
+
+
+def _certify_image(bench: dict[str, Any], fp: dict[str, Any]) -> None:
+    """The run certificate's ``software.image_digest``: the image's first repo digest, else its id."""
+    cert, image = bench.get("certificate"), fp.get("image") or {}
+    if cert and image:
+        digests = image.get("digests") or []
+        cert.setdefault("software", {})["image_digest"] = digests[0] if digests else image.get("id")
 
 
 def _roofline(out: Path, doc: dict[str, Any]) -> Any:
