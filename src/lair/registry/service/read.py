@@ -56,52 +56,61 @@ def version(conn: Connection) -> int:
     return int(conn.execute(sa.select(VERSION.c.n).where(VERSION.c.id == 1)).scalar_one())
 
 
-def _recipe_row(conn: Connection, slug: str) -> Any:
-    up = RECIPES.alias("up")
-    stmt = (
-        sa.select(
-            RECIPES,
-            USERS.c.name.label("owner"),
-            USERS.c.link.label("owner_link"),
-            up.c.slug.label("up_slug"),
-            up.c.latest_revision.label("up_latest"),
-        )
-        .join(USERS, USERS.c.id == RECIPES.c.owner_id)
-        .outerjoin(up, up.c.id == RECIPES.c.upstream_id)
-        .where(RECIPES.c.slug == slug, visible())
+# The statements of a read, built once at import with bound parameters (building them per call,
+# the alias's columns above all, was a quarter of an uncached read).
+_UP = RECIPES.alias("up")
+_RECIPE_ROW = (
+    sa.select(
+        RECIPES,
+        USERS.c.name.label("owner"),
+        USERS.c.link.label("owner_link"),
+        _UP.c.slug.label("up_slug"),
+        _UP.c.latest_revision.label("up_latest"),
     )
-    row = conn.execute(stmt).first()
+    .join(USERS, USERS.c.id == RECIPES.c.owner_id)
+    .outerjoin(_UP, _UP.c.id == RECIPES.c.upstream_id)
+    .where(RECIPES.c.slug == sa.bindparam("slug"), visible())
+)
+_HISTORY = (
+    sa.select(REVISIONS.c.number, REVISIONS.c.sha256, REVISIONS.c.notes, REVISIONS.c.created_at, USERS.c.name)
+    .join(USERS, USERS.c.id == REVISIONS.c.author_id)
+    .where(REVISIONS.c.recipe_id == sa.bindparam("rid"))
+    .order_by(REVISIONS.c.number.desc())
+)
+_MEASUREMENTS = (
+    sa.select(MEASUREMENTS, REVISIONS.c.number.label("revision"), USERS.c.name.label("submitted_by_name"))
+    .join(REVISIONS, REVISIONS.c.id == MEASUREMENTS.c.revision_id)
+    .outerjoin(USERS, USERS.c.id == MEASUREMENTS.c.submitted_by)
+    .where(MEASUREMENTS.c.recipe_id == sa.bindparam("rid"), shown_submitter(MEASUREMENTS.c.submitted_by))
+    .where(sa.or_(MEASUREMENTS.c.provenance != "reported", REVISIONS.c.number == sa.bindparam("number")))
+    .order_by(MEASUREMENTS.c.context, MEASUREMENTS.c.concurrency, MEASUREMENTS.c.id)
+)
+_REVISION = (
+    sa.select(REVISIONS, USERS.c.name)
+    .join(USERS, USERS.c.id == REVISIONS.c.author_id)
+    .where(REVISIONS.c.recipe_id == sa.bindparam("rid"), REVISIONS.c.number == sa.bindparam("number"))
+)
+
+
+def _recipe_row(conn: Connection, slug: str) -> Any:
+    row = conn.execute(_RECIPE_ROW, {"slug": slug}).first()
     if row is None:
         raise RegistryError(404, "not_found", f"no recipe {slug!r}", hint="search with /api/v1/recipes?q=...")
     return row
 
 
 def _history(conn: Connection, recipe_id: int) -> list[RevisionInfo]:
-    stmt = (
-        sa.select(
-            REVISIONS.c.number, REVISIONS.c.sha256, REVISIONS.c.notes, REVISIONS.c.created_at, USERS.c.name
-        )
-        .join(USERS, USERS.c.id == REVISIONS.c.author_id)
-        .where(REVISIONS.c.recipe_id == recipe_id)
-        .order_by(REVISIONS.c.number.desc())
-    )
-    return [RevisionInfo(r.number, r.sha256, r.notes, r.name, r.created_at) for r in conn.execute(stmt)]
+    rows = conn.execute(_HISTORY, {"rid": recipe_id})
+    return [RevisionInfo(r.number, r.sha256, r.notes, r.name, r.created_at) for r in rows]
 
 
 def _measurements(conn: Connection, recipe_id: int, revision_number: int) -> list[dict[str, Any]]:
-    m = MEASUREMENTS
-    stmt = (
-        sa.select(m, REVISIONS.c.number.label("revision"), USERS.c.name.label("submitted_by_name"))
-        .join(REVISIONS, REVISIONS.c.id == m.c.revision_id)
-        .outerjoin(USERS, USERS.c.id == m.c.submitted_by)
-        .where(m.c.recipe_id == recipe_id, shown_submitter(m.c.submitted_by))
-        .where(sa.or_(m.c.provenance != "reported", REVISIONS.c.number == revision_number))
-        .order_by(m.c.context, m.c.concurrency, m.c.id)
-    )
     from lair.registry.service.reports import report_files
     from lair.registry.service.tiers import annotate
 
-    rows = [_measurement(r) for r in conn.execute(stmt)]
+    rows = [
+        _measurement(r) for r in conn.execute(_MEASUREMENTS, {"rid": recipe_id, "number": revision_number})
+    ]
     return annotate(rows, report_files(conn, _report_ids(rows)))
 
 
@@ -137,12 +146,7 @@ def _measurement(r: Any) -> dict[str, Any]:
 
 
 def _revision(conn: Connection, recipe_id: int, number: int) -> RevisionInfo:
-    stmt = (
-        sa.select(REVISIONS, USERS.c.name)
-        .join(USERS, USERS.c.id == REVISIONS.c.author_id)
-        .where(REVISIONS.c.recipe_id == recipe_id, REVISIONS.c.number == number)
-    )
-    r = conn.execute(stmt).first()
+    r = conn.execute(_REVISION, {"rid": recipe_id, "number": number}).first()
     if r is None:
         raise RegistryError(
             404, "not_found", f"no revision {number}", hint="see the recipe's revision history"
