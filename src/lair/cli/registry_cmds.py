@@ -195,12 +195,54 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_migrate(args: argparse.Namespace) -> int:
-    from lair.registry.db.engine import current_revision, make_engine, migrate
+# An upgrade while the site serves (docs/deploy.md): on PostgreSQL the migration waits at most this
+# long for each table lock, then rolls back whole (DDL is transactional) and tries again, so a lock it
+# needs behind a write never makes that write wait past PostgreSQL's deadlock check (1 s) and fail.
+LOCK_TIMEOUT_MS = 200
+MIGRATE_TRIES = 30
 
-    engine = make_engine(args.db)
-    migrate(engine, args.to)
+
+def _migrate_online(url: str, target: str) -> Any:
+    import time
+
+    import sqlalchemy as sa
+    from psycopg import errors
+
+    from lair.registry.db.engine import migrate
+
+    options = {"options": f"-c lock_timeout={LOCK_TIMEOUT_MS}", "connect_timeout": 5}
+    engine = sa.create_engine(url, connect_args=options)
+    for attempt in range(MIGRATE_TRIES):
+        try:
+            migrate(engine, target)
+            return engine
+        except sa.exc.OperationalError as exc:
+            busy = isinstance(exc.orig, errors.LockNotAvailable | errors.DeadlockDetected)
+            if not busy or attempt == MIGRATE_TRIES - 1:
+                raise
+            err(f"a table is busy: migration rolled back, trying again ({attempt + 2}/{MIGRATE_TRIES})")
+            time.sleep(0.1 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from lair.registry.db.engine import (
+        connect_url,
+        current_revision,
+        default_url,
+        dialect_of,
+        make_engine,
+        migrate,
+    )
+
+    url = connect_url(args.db or default_url())
+    if dialect_of(url) == "postgresql":
+        engine = _migrate_online(url, args.to)
+    else:
+        engine = make_engine(url)
+        migrate(engine, args.to)
     rev = current_revision(engine)
+    engine.dispose()
     dump_json({"ok": True, "revision": rev}) if args.json else err(f"database at revision {rev or 'base'}")
     return 0
 

@@ -1,11 +1,12 @@
 """Migrations applied while the old version serves (docs/deploy.md, "Upgrading while serving"): the
-registry's previous release, i.e. the source tree of the commit before the newest migration was
-added (read with ``git archive``: nothing in the work tree changes), serves a PostgreSQL database at
-its own head; while it answers a steady stream of reads and votes, the current version runs
-``lair registry migrate`` (``alembic upgrade head``) against the same database. Every request the old
-version answers before, during and after the upgrade is a success, and the new version then serves
-the same data. "Previous" and "head" come from Alembic's script directory, so the test follows the
-migration chain as it grows."""
+registry's previous release, i.e. the source tree of the commit that added the migration before the
+newest (the first release on the schema the upgrade starts from; read with ``git archive``: nothing
+in the work tree changes), serves a PostgreSQL database at its own head; while it answers a steady
+stream of reads and votes, the current version runs ``lair registry migrate`` (``alembic upgrade
+head``, with its lock timeout and retries) against the same database. Every request the old version
+answers before, during and after the upgrade is a success, and the new version then serves the same
+data. "Previous" and "head" come from Alembic's script directory, so the test follows the migration
+chain as it grows."""
 
 from __future__ import annotations
 
@@ -32,30 +33,33 @@ MIGRATIONS = Path("src/lair/registry/db/migrations")
 
 
 def _chain(migrations: Path) -> tuple[str, str | None, str]:
-    """(head, the revision before it, the head's file relative to the tree) of a migrations folder."""
+    """(head, the revision before it, that revision's file relative to the tree) of a migrations
+    folder."""
     script = ScriptDirectory(str(migrations))
     head = script.get_current_head()
     assert head is not None
     rev = script.get_revision(head)
-    assert rev is not None and rev.path is not None
+    assert rev is not None
     down = rev.down_revision
     assert isinstance(down, str | None), "a merge head: pick its parent by hand"
-    return head, down, os.path.relpath(rev.path, migrations.parents[4])
+    before = script.get_revision(down) if down else None
+    path = before.path if before is not None and before.path else ""
+    return head, down, os.path.relpath(path, migrations.parents[4]) if path else ""
 
 
 def _git(*argv: str) -> str:
     return subprocess.run(["git", "-C", str(ROOT), *argv], check=True, capture_output=True, text=True).stdout
 
 
-def old_source(into: Path, head_file: str) -> Path:
-    """The ``src`` folder (and ``examples``) of the release before ``head_file`` was added (HEAD,
-    while it is not committed yet)."""
-    added = _git("log", "--diff-filter=A", "--format=%H", "--", head_file).split()
-    commit = f"{added[-1]}^" if added else "HEAD"
-    archive = into / "old.tar"
-    argv = ["git", "-C", str(ROOT), "archive", commit, "src", "examples"]  # the examples it seeds
-    archive.write_bytes(subprocess.run(argv, check=True, capture_output=True).stdout)
-    with tarfile.open(archive) as tar:
+def old_source(into: Path, previous_file: str) -> Path:
+    """The ``src`` folder (and ``examples``) of the release that added the previous head's migration:
+    the first version on the schema the upgrade starts from (a committed tree, whatever the work
+    tree holds)."""
+    added = _git("log", "--diff-filter=A", "--format=%H", "--", previous_file).split()
+    assert added, f"{previous_file} is not committed"
+    argv = ["git", "-C", str(ROOT), "archive", added[-1], "src", "examples"]  # the examples it seeds
+    (into / "old.tar").write_bytes(subprocess.run(argv, check=True, capture_output=True).stdout)
+    with tarfile.open(into / "old.tar") as tar:
         tar.extractall(into, filter="data")
     return into / "src"
 
@@ -67,9 +71,9 @@ def _lair(pythonpath: Path | None, *argv: str) -> subprocess.CompletedProcess[st
 
 
 def test_the_old_version_keeps_serving_while_the_schema_is_upgraded(tmp_path: Path) -> None:
-    head, previous, head_file = _chain(ROOT / MIGRATIONS)
+    head, previous, previous_file = _chain(ROOT / MIGRATIONS)
     assert previous is not None, "one migration only: nothing to upgrade from"
-    old = old_source(tmp_path, head_file)
+    old = old_source(tmp_path, previous_file)
     assert _chain(old.parent / MIGRATIONS)[0] == previous  # the old tree's head is the one before ours
     probe = subprocess.run(
         [sys.executable, "-c", "import lair; print(lair.__file__)"],
@@ -81,60 +85,64 @@ def test_the_old_version_keeps_serving_while_the_schema_is_upgraded(tmp_path: Pa
         done = _lair(old, "registry", "migrate", "--db", url, "--json")
         assert done.returncode == 0, done.stderr
         engine = make_engine(url)
-        assert current_revision(engine) == previous
-        with engine.begin() as conn:
-            token = create_token(conn, create_user(conn, "voter"))
-        with serve_process(url, env={"PYTHONPATH": str(old)}, log=tmp_path / "old.log") as base:
-            statuses: list[tuple[str, int]] = []
-            stop = threading.Event()
+        try:
+            assert current_revision(engine) == previous
+            with engine.begin() as conn:
+                token = create_token(conn, create_user(conn, "voter"))
+            with serve_process(url, env={"PYTHONPATH": str(old)}, log=tmp_path / "old.log") as base:
+                statuses: list[tuple[str, int]] = []
+                stop = threading.Event()
 
-            def traffic() -> None:
-                auth = {"authorization": f"Bearer {token}"}
-                with httpx.Client(base_url=base, timeout=30) as c:
-                    i = 0
-                    while not stop.is_set():
-                        for path in (
-                            "/api/v1/recipes/tiny-cpu.json",
-                            "/recipes/tiny-cpu",
-                            "/api/v1/recipes?q=tiny",
-                        ):
-                            statuses.append((path, c.get(path).status_code))
-                        method = "PUT" if i % 2 == 0 else "DELETE"
-                        statuses.append(
-                            (
-                                method,
-                                c.request(method, "/api/v1/recipes/tiny-cpu/vote", headers=auth).status_code,
+                def traffic() -> None:
+                    auth = {"authorization": f"Bearer {token}"}
+                    with httpx.Client(base_url=base, timeout=30) as c:
+                        i = 0
+                        while not stop.is_set():
+                            for path in (
+                                "/api/v1/recipes/tiny-cpu.json",
+                                "/recipes/tiny-cpu",
+                                "/api/v1/recipes?q=tiny",
+                            ):
+                                statuses.append((path, c.get(path).status_code))
+                            method = "PUT" if i % 2 == 0 else "DELETE"
+                            statuses.append(
+                                (
+                                    method,
+                                    c.request(
+                                        method, "/api/v1/recipes/tiny-cpu/vote", headers=auth
+                                    ).status_code,
+                                )
                             )
-                        )
-                        i += 1
+                            i += 1
 
-            worker = threading.Thread(target=traffic)
-            worker.start()
-            try:
-                deadline = time.monotonic() + 20
-                while len(statuses) < 20:  # the old version answers before the upgrade
-                    assert time.monotonic() < deadline
-                    time.sleep(0.05)
-                during = len(statuses)
-                upgraded = _lair(None, "registry", "migrate", "--db", url, "--json")
-                after = len(statuses)
-                while len(statuses) < after + 20:  # and after it
-                    assert time.monotonic() < deadline + 30
-                    time.sleep(0.05)
-            finally:
-                stop.set()
-                worker.join(30)
-            assert upgraded.returncode == 0, upgraded.stderr
-            assert current_revision(engine) == head
-            assert after > during, "no request was answered while the upgrade ran"
-            bad = [s for s in statuses if s[1] >= 300 or s[1] < 200]
-            assert bad == [], f"the old version failed requests around the upgrade: {bad[:10]}"
-            with httpx.Client(base_url=base) as c:
-                votes_old = c.get("/api/v1/recipes/tiny-cpu.json").json()["votes"]
-        with (
-            serve_process(url, seed=False, log=tmp_path / "new.log") as base,
-            httpx.Client(base_url=base) as c,
-        ):
-            doc = c.get("/api/v1/recipes/tiny-cpu.json")
-            assert doc.status_code == 200 and doc.json()["votes"] == votes_old
-        engine.dispose()
+                worker = threading.Thread(target=traffic)
+                worker.start()
+                try:
+                    deadline = time.monotonic() + 20
+                    while len(statuses) < 20:  # the old version answers before the upgrade
+                        assert time.monotonic() < deadline
+                        time.sleep(0.05)
+                    during = len(statuses)
+                    upgraded = _lair(None, "registry", "migrate", "--db", url, "--json")
+                    after = len(statuses)
+                    while len(statuses) < after + 20:  # and after it
+                        assert time.monotonic() < deadline + 30
+                        time.sleep(0.05)
+                finally:
+                    stop.set()
+                    worker.join(30)
+                assert upgraded.returncode == 0, upgraded.stderr
+                assert current_revision(engine) == head
+                assert after > during, "no request was answered while the upgrade ran"
+                bad = [s for s in statuses if s[1] >= 300 or s[1] < 200]
+                assert bad == [], f"the old version failed requests around the upgrade: {bad[:10]}"
+                with httpx.Client(base_url=base) as c:
+                    votes_old = c.get("/api/v1/recipes/tiny-cpu.json").json()["votes"]
+            with (
+                serve_process(url, seed=False, log=tmp_path / "new.log") as base,
+                httpx.Client(base_url=base) as c,
+            ):
+                doc = c.get("/api/v1/recipes/tiny-cpu.json")
+                assert doc.status_code == 200 and doc.json()["votes"] == votes_old
+        finally:
+            engine.dispose()
