@@ -42,6 +42,7 @@ __all__ = [
     "RecipeDocument",
     "RecipeTag",
     "RegistryVersion",
+    "ReplicationAttempt",
     "Report",
     "Revision",
     "Session",
@@ -347,3 +348,29 @@ class Blob(Base):
     key: Mapped[str] = mapped_column(String(500), primary_key=True)
     data: Mapped[bytes] = mapped_column(LargeBinary)
     size: Mapped[int] = mapped_column(BigInteger)
+
+
+class ReplicationAttempt(Base):
+    """A report uploaded as a replication of a published speed row (migration 0010): ``target_id``
+    the row replicated, ``report_id`` the attempt's report, ``attempt_id`` its row of the same cell;
+    ``outcome`` is ``replicated`` or ``not-reproduced`` by :mod:`lair.replication`'s rule, applied by
+    the registry to its own recomputations; ``comparison`` holds each figure (theirs, yours, delta %,
+    band) as JSON."""
+
+    __tablename__ = "replication_attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    target_id: Mapped[int] = mapped_column(ForeignKey("measurements.id", ondelete="CASCADE"))
+    report_id: Mapped[str] = mapped_column(String(32), ForeignKey("reports.id", ondelete="CASCADE"))
+    attempt_id: Mapped[int | None] = mapped_column(ForeignKey("measurements.id", ondelete="CASCADE"))
+    outcome: Mapped[str] = mapped_column(String(20))
+    delta_pct: Mapped[float | None] = mapped_column(Float)
+    comparison: Mapped[str] = mapped_column(Text)
+    rig_fingerprint: Mapped[str] = mapped_column(String(64))
+    submitted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_replication_target", "target_id", "created_at"),
+        Index("ix_replication_report", "report_id"),
+    )

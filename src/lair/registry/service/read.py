@@ -14,6 +14,7 @@ from lair.recipe import Recipe
 from lair.registry.service.canonical import revision_model
 from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, VERSION, visible
 from lair.registry.service.quality import quality_rows
+from lair.registry.service.replication import with_attempts
 from lair.registry.service.speeds import shown_submitter
 
 __all__ = ["RecipeRecord", "RevisionInfo", "get_recipe", "get_revision", "version"]
@@ -158,7 +159,7 @@ def get_recipe(conn: Connection, slug: str, revision: int | None = None) -> Reci
     """The recipe ``slug`` at its latest revision (or at ``revision``)."""
     row = _recipe_row(conn, slug)
     rev = _revision(conn, row.id, revision or row.latest_revision)
-    rows = _measurements(conn, row.id, rev.number)
+    rows = with_attempts(conn, row.slug, _measurements(conn, row.id, rev.number))  # row ids, replications
     return RecipeRecord(
         id=row.id,
         slug=row.slug,

@@ -25,6 +25,7 @@ from sqlalchemy.exc import IntegrityError
 
 from lair.errors import RegistryError
 from lair.registry.db.schema import Report
+from lair.registry.service import replication
 from lair.registry.service.accounts import Actor, need
 from lair.registry.service.archive import unpack
 from lair.registry.service.blobs import BlobStore
@@ -41,6 +42,7 @@ from lair.registry.service.secrets import redact_log, screen_report
 from lair.registry.service.speeds import refresh_speeds
 from lair.registry.service.stored import changed
 from lair.registry.service.verify import Found, Verified, verify_report
+from lair.replication import RowRef
 
 __all__ = [
     "REPORTS",
@@ -96,7 +98,13 @@ def _measurements(
 
 
 def _record(
-    conn: Connection, v: Verified, ids: tuple[int, int], report_id: str, user_id: int | None, kept: list[str]
+    conn: Connection,
+    v: Verified,
+    ids: tuple[int, int],
+    report_id: str,
+    user_id: int | None,
+    kept: list[str],
+    then: Callable[[], None] = lambda: None,
 ) -> None:
     conn.execute(
         sa.insert(REPORTS).values(
@@ -111,6 +119,7 @@ def _record(
         base: dict[str, Any] = {"recipe_id": ids[0], "revision_id": ids[1], "submitted_by": user_id}
         base |= {"rig_fingerprint": v.rig, "report_id": report_id, "created_at": now()}
         conn.execute(sa.insert(QUALITY), [base | q for q in v.quality])
+    then()  # rows that need the report's rows (replication attempts), before the documents render
     refresh_speeds(conn, ids[0])
     changed(conn, [ids[0]])
 
@@ -159,10 +168,14 @@ def _discard(store: BlobStore, report_id: str) -> None:
         log.warning("could not delete the blobs of report %s after a failed upload", report_id)
 
 
-def submit_report(conn: Connection, data: bytes, *, actor: Actor | None, store: BlobStore) -> dict[str, Any]:
+def submit_report(
+    conn: Connection, data: bytes, *, actor: Actor | None, store: BlobStore, replicates: RowRef | None = None
+) -> dict[str, Any]:
     """Verify and store one report (``data``: the report folder as ``.tar.gz``) for ``actor``, who must be
-    signed in with the publish scope; commit is the caller's."""
+    signed in with the publish scope; commit is the caller's. With ``replicates`` the report is a
+    replication attempt of that row (:mod:`.replication`)."""
     user_id = need(actor, "publish").id
+    targets = replication.check_targets(conn, replicates) if replicates else []
     files = unpack(data)
     kept = screen_report({n: files[n] for n in sorted(files) if _KEPT.fullmatch(n)})  # logs redacted
     ids: dict[str, tuple[int, int]] = {}
@@ -177,10 +190,22 @@ def submit_report(conn: Connection, data: bytes, *, actor: Actor | None, store: 
     v = verify_report(files, find)
     if (dup := _duplicate(conn, v.digest)) is not None:
         raise dup
-    report_id = secrets.token_hex(8)
-    _store(conn, store, report_id, kept, lambda: _record(conn, v, ids["ids"], report_id, user_id, list(kept)))
+    if replicates:
+        replication.check_cells(replicates, v.found.slug, v.found.revision, v.rows, targets)
+    report_id, linked = secrets.token_hex(8), []
+
+    def link() -> None:
+        linked.extend(replication.record_attempts(conn, store, targets, report_id, v.rig, user_id))
+
+    _store(
+        conn,
+        store,
+        report_id,
+        kept,
+        lambda: _record(conn, v, ids["ids"], report_id, user_id, list(kept), link),
+    )
     out = {"ok": True, "id": report_id, "slug": v.found.slug, "revision": v.found.revision, "rows": v.rows}
-    return out | {"quality": v.quality}
+    return out | {"quality": v.quality} | ({"replication": linked} if replicates else {})
 
 
 def get_report(conn: Connection, report_id: str) -> dict[str, Any]:

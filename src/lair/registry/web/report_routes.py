@@ -4,6 +4,9 @@ The upload's archive is unpacked, verified and stored on a worker thread of an u
 its own (``UPLOAD_THREADS``), never on the event loop, so ``/health`` and every page keep answering
 while a hostile archive is refused (:mod:`lair.registry.service.archive` bounds its time and memory).
 
+``?replicates=SLUG@REV#ROW`` makes the upload a replication attempt of that row
+(:mod:`lair.registry.service.replication`; a malformed or unknown row id is 422).
+
 An upload is a write like any other: a signed-in actor (an API token with the ``publish`` scope, or a
 session with its CSRF token), under the write rate limit; the actor becomes the rows' submitter, who
 may retract them.
@@ -25,9 +28,11 @@ from lair.registry.service.accounts import Actor
 from lair.registry.service.archive import MAX_ARCHIVE_BYTES, refuse
 from lair.registry.service.blobs import BlobStore
 from lair.registry.service.outage import Unavailable
+from lair.registry.service.replication import parse_replicates
 from lair.registry.web.auth import actor_of, check_csrf, limit
 from lair.registry.web.render import html, json_response
 from lair.registry.web.writes import write_limit
+from lair.replication import RowRef
 
 __all__ = ["report_file", "report_json", "report_page", "submit"]
 
@@ -84,13 +89,17 @@ def _limiter() -> anyio.CapacityLimiter:
     return _LIMITERS[key]
 
 
-def _accept(engine: Engine, data: bytes, actor: Actor, store: BlobStore) -> dict[str, Any]:
+def _accept(
+    engine: Engine, data: bytes, actor: Actor, store: BlobStore, replicates: RowRef | None = None
+) -> dict[str, Any]:
     """Unpack, verify and store in one transaction: the blocking part, run on a worker thread."""
     with engine.begin() as conn:
-        return reports.submit_report(conn, data, actor=actor, store=store)
+        return reports.submit_report(conn, data, actor=actor, store=store, replicates=replicates)
 
 
-async def _off_loop(request: Request, data: bytes, actor: Actor) -> dict[str, Any]:
+async def _off_loop(
+    request: Request, data: bytes, actor: Actor, replicates: RowRef | None = None
+) -> dict[str, Any]:
     state, limiter = request.app.state, _limiter()
     with anyio.move_on_after(UPLOAD_QUEUE_S) as waiting:
         await limiter.acquire()
@@ -102,7 +111,7 @@ async def _off_loop(request: Request, data: bytes, actor: Actor) -> dict[str, An
             code="busy",
         )
     try:
-        return await anyio.to_thread.run_sync(_accept, state.engine, data, actor, state.blobs)
+        return await anyio.to_thread.run_sync(_accept, state.engine, data, actor, state.blobs, replicates)
     finally:
         limiter.release()
 
@@ -110,8 +119,9 @@ async def _off_loop(request: Request, data: bytes, actor: Actor) -> dict[str, An
 async def submit(request: Request) -> Response:
     with request.app.state.engine.connect() as conn:
         actor = _uploader(request, actor_of(request, conn))  # early, before reading a body of up to 16 MiB
+    replicates = parse_replicates(request.query_params.get("replicates"))  # a bad row id: 422 before the body
     data = await _body(request)
-    out = await _off_loop(request, data, actor)
+    out = await _off_loop(request, data, actor, replicates)
     out["url"] = f"/recipes/{out['slug']}"
     out["report_url"] = f"/reports/{out['id']}"
     return json_response(out, status=201, cacheable=False)

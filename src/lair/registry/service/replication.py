@@ -1,0 +1,261 @@
+"""Replication attempts: a report uploaded with ``?replicates=SLUG@REV#ROW`` (``lair reproduce
+--submit``) is linked to the row it replicates, with the registry's own verdict.
+
+The upload names a row (or ``#report-<id>``: every row of a report) of one revision; the report must
+be of that revision and hold the row's cell (context, concurrency), else it is refused (422, nothing
+stored). Once the report is accepted, each target row is compared with the attempt's row of the same
+cell by :mod:`lair.replication`'s rule: the target's band comes from its own report's raw timings,
+recomputed here by the bench's aggregation (:func:`cell_stats`: never the uploader's summary), and
+the attempt's figures are the registry's recomputation of the new report. The attempt is stored
+(``replication_attempts``, migration 0010) as ``replicated`` or ``not-reproduced``; a row with no
+attempt is ``pending``. Each row of a recipe's page and JSON then carries its ``row_id`` and its
+``replication`` (:func:`with_attempts`).
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine
+
+from lair.errors import RegistryError
+from lair.registry.db.schema import ReplicationAttempt
+from lair.registry.service.blobs import BlobStore
+from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, now, visible
+from lair.replication import NOT_REPRODUCED, REPLICATED, RowRef, compare, parse_row_id, verdict
+
+__all__ = [
+    "ATTEMPTS",
+    "PENDING",
+    "Target",
+    "cell_stats",
+    "check_targets",
+    "parse_replicates",
+    "record_attempts",
+    "rig_label",
+    "row_id",
+    "with_attempts",
+]
+
+ATTEMPTS = cast(sa.Table, ReplicationAttempt.__table__)
+PENDING = "pending"
+"""The replication status of a row no attempt has been uploaded for yet."""
+PARAM = "replicates"
+
+
+def row_id(slug: str, revision: int, measurement_id: int) -> str:
+    """The stable id of a row, as shown on its page: ``slug@revision#id``."""
+    return str(RowRef(slug, revision, measurement_id))
+
+
+def parse_replicates(raw: str | None) -> RowRef | None:
+    """The ``replicates`` query parameter of an upload (None: absent); a bad one is 422 naming it."""
+    if raw is None:
+        return None
+    try:
+        return parse_row_id(raw.strip())
+    except ValueError as exc:
+        raise RegistryError(
+            422, "invalid", f"query parameter {PARAM}: {exc}", reasons=[f"query.{PARAM}: {exc}"]
+        ) from None
+
+
+@dataclass(frozen=True)
+class Target:
+    """A row an upload replicates: its id, recipe, cell, figures and the report behind it."""
+
+    id: int
+    recipe_id: int
+    context: int
+    concurrency: int
+    figures: dict[str, Any]
+    report_id: str | None
+
+
+_FIGURES = ("prefill_tok_s", "decode_tok_s", "decode_tok_s_per_stream", "ttft_ms")
+
+
+def _bad(why: str) -> RegistryError:
+    return RegistryError(422, "invalid", f"query parameter {PARAM}: {why}", reasons=[f"query.{PARAM}: {why}"])
+
+
+def check_targets(conn: Connection, ref: RowRef) -> list[Target]:
+    """The rows ``ref`` names (not retracted, of a visible recipe's revision); 422 when there are none."""
+    m = MEASUREMENTS
+    stmt = (
+        sa.select(m)
+        .join(RECIPES, RECIPES.c.id == m.c.recipe_id)
+        .join(REVISIONS, REVISIONS.c.id == m.c.revision_id)
+        .where(RECIPES.c.slug == ref.slug, REVISIONS.c.number == ref.revision, visible())
+        .where(m.c.retracted_at.is_(None))
+        .where(m.c.id == ref.row if ref.row is not None else m.c.report_id == ref.report)
+        .order_by(m.c.id)
+    )
+    rows = [
+        Target(r.id, r.recipe_id, r.context, r.concurrency, {k: getattr(r, k) for k in _FIGURES}, r.report_id)
+        for r in conn.execute(stmt)
+    ]
+    if not rows:
+        raise _bad(f"no row {ref} (it is not a row of that revision, or it was retracted)")
+    return rows
+
+
+def check_cells(
+    ref: RowRef, slug: str, revision: int, cells: list[dict[str, Any]], targets: list[Target]
+) -> None:
+    """The uploaded report must be of the target's revision and hold each target's cell."""
+    if (slug, revision) != (ref.slug, ref.revision):
+        raise _bad(f"the report is of {slug}@{revision}; {ref} is a row of {ref.slug}@{ref.revision}")
+    have = {(int(c["context"]), int(c["concurrency"])) for c in cells}
+    missing = [t for t in targets if (t.context, t.concurrency) not in have]
+    if missing:
+        t = missing[0]
+        raise _bad(
+            f"the report has no cell of context {t.context} x{t.concurrency}, which row {t.id} measured"
+        )
+
+
+def cell_stats(results: bytes, requests: bytes, context: int, concurrency: int) -> dict[str, Any] | None:
+    """The summaries (``p50``, ``p90``, ``min``, ``max``, ``n``) of one cell of a stored report,
+    recomputed from its raw timings by the bench's aggregation (None: the report lacks the cell)."""
+    from lair.bench.aggregate import aggregate_cell
+    from lair.registry.service.recompute import timing_of
+
+    opts = (json.loads(results).get("bench") or {}).get("options") or {}
+    reps: dict[int, list[Any]] = defaultdict(list)
+    for line in requests.splitlines():
+        if line.strip():
+            row = json.loads(line)
+            if int(row["context"]) == context and int(row["concurrency"]) == concurrency:
+                reps[int(row["repeat"])].append(timing_of(row))
+    if not reps:
+        return None
+    fig = aggregate_cell(
+        [reps[i] for i in sorted(reps)],
+        [],
+        want_tokens=int(opts.get("decode_tokens", 0)),
+        force_output=bool(opts.get("force_output", True)),
+    )
+    return fig.stats()
+
+
+def _target_stats(store: BlobStore, t: Target) -> dict[str, Any] | None:
+    if t.report_id is None:  # a row typed by its author: the band of its own value
+        return None
+    where = f"reports/{t.report_id}"
+    return cell_stats(
+        store.get(f"{where}/results.json"), store.get(f"{where}/requests.jsonl"), t.context, t.concurrency
+    )
+
+
+_CELL_KEYS = {"decode_tok_s": "decode_tok_s_aggregate", "ttft_ms": "ttft_ms_p50"}
+
+
+def record_attempts(
+    conn: Connection, store: BlobStore, targets: list[Target], report_id: str, rig: str, user_id: int | None
+) -> list[dict[str, Any]]:
+    """Compare each target with the stored report's row of its cell and store the attempts; what the
+    upload's answer says of each (row id, outcome, figures)."""
+    m = MEASUREMENTS
+    mine = {
+        (r.context, r.concurrency): r
+        for r in conn.execute(sa.select(m).where(m.c.report_id == report_id).order_by(m.c.id))
+    }
+    out = []
+    for t in targets:
+        a = mine[(t.context, t.concurrency)]
+        yours = {_CELL_KEYS.get(k, k): getattr(a, k) for k in _FIGURES}
+        comps = compare(t.figures, _target_stats(store, t), yours)
+        outcome = verdict(comps)
+        decode = next((c.delta_pct for c in comps if c.metric == "decode_tok_s"), None)
+        doc = [c.as_dict() for c in comps]
+        conn.execute(
+            sa.insert(ATTEMPTS).values(
+                target_id=t.id, report_id=report_id, attempt_id=a.id, outcome=outcome, delta_pct=decode,
+                comparison=json.dumps(doc), rig_fingerprint=rig, submitted_by=user_id, created_at=now(),
+            )
+        )  # fmt: skip
+        out.append(
+            {"row": t.id, "attempt_row": a.id, "outcome": outcome, "delta_pct": decode, "figures": doc}
+        )
+    return out
+
+
+def rig_label(fp: dict[str, Any]) -> str:
+    """A rig in a few words, from a report's fingerprint: its GPUs, else its CPU."""
+    gpus = fp.get("gpus") or {}
+    if isinstance(gpus, dict) and gpus.get("models"):
+        return f"{gpus.get('count') or len(gpus['models'])}x {', '.join(map(str, gpus['models']))}"
+    cpu = fp.get("cpu") or {}
+    return f"CPU {cpu.get('model') or '?'} ({cpu.get('count') or '?'} threads)"
+
+
+_AT_0010: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+def _has_table(conn: Connection) -> bool:
+    """Whether the database has migration 0010's table (remembered per engine once it has)."""
+    if conn.engine in _AT_0010:
+        return True
+    if sa.inspect(conn).has_table("replication_attempts"):
+        _AT_0010.add(conn.engine)
+        return True
+    return False
+
+
+def _attempts(conn: Connection, ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    from lair.registry.service.reports import REPORTS
+
+    a = ATTEMPTS
+    stmt = (
+        sa.select(a, USERS.c.name.label("by"), REPORTS.c.fingerprint)
+        .join(REPORTS, REPORTS.c.id == a.c.report_id)
+        .outerjoin(USERS, USERS.c.id == a.c.submitted_by)
+        .where(a.c.target_id.in_(ids))
+        .where(
+            sa.or_(
+                a.c.submitted_by.is_(None),
+                a.c.submitted_by.not_in(sa.select(USERS.c.id).where(USERS.c.hidden)),
+            )
+        )
+        .order_by(a.c.target_id, a.c.created_at, a.c.id)
+    )
+    out: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in conn.execute(stmt):
+        out[r.target_id].append(
+            {
+                "outcome": r.outcome, "delta_pct": r.delta_pct, "rig": rig_label(json.loads(r.fingerprint)),
+                "rig_fingerprint": r.rig_fingerprint, "submitted_by": r.by, "report_id": r.report_id,
+                "attempt_row": r.attempt_id, "created_at": r.created_at.isoformat(),
+                "figures": json.loads(r.comparison), "links": {"report": f"/reports/{r.report_id}"},
+            }
+        )  # fmt: skip
+    return out
+
+
+def _status(attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = sum(1 for x in attempts if x["outcome"] == REPLICATED)
+    bad = sum(1 for x in attempts if x["outcome"] == NOT_REPRODUCED)
+    status = PENDING if not attempts else REPLICATED if not bad else NOT_REPRODUCED if not ok else "mixed"
+    return {"status": status, "replicated": ok, "not_reproduced": bad, "attempts": attempts}
+
+
+def with_attempts(conn: Connection, slug: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row with its ``row_id`` and its ``replication``: the status
+    (``pending``, ``replicated``, ``not-reproduced``, ``mixed``), the counts and every attempt (rig,
+    account, outcome, decode delta, each figure against its band)."""
+    ids = [int(r["id"]) for r in rows]
+    found = _attempts(conn, ids) if ids and _has_table(conn) else {}
+    return [
+        r
+        | {
+            "row_id": row_id(slug, int(r["revision"]), int(r["id"])),
+            "replication": _status(found.get(int(r["id"]), [])),
+        }
+        for r in rows
+    ]

@@ -1,0 +1,219 @@
+"""Replication of a published speed row: its stable id, the noise band its own repeats give, and the
+verdict on another run of the same cell. Pure functions: ``lair reproduce`` prints them and the
+registry applies the same rule to every replication attempt it stores (it imports nothing of lair
+but the errors, so both layers may use it).
+
+A row id is ``<slug>@<revision>#<measurement id>`` (``tiny-cpu@1#42``); a report id is
+``<slug>@<revision>#report-<report id>`` (every row of that report). A reference given to
+``lair reproduce`` is a slug or a recipe URL, optionally with ``@revision`` (or ``/revisions/N``) and
+``#row`` (``#42``, ``#row-42``, ``#report-<id>``): :func:`parse_ref`.
+
+The band of a figure is the range its repeats spanned (the ``min``..``max`` of the row's report:
+per-repeat speeds, per-request TTFTs), widened by :data:`FLOOR` of each end, so a row measured with
+little spread still allows ``FLOOR`` either way::
+
+    low  = min(repeats) * (1 - FLOOR)
+    high = max(repeats) * (1 + FLOOR)
+
+A figure is *inside* when the new run's headline (its p50, as the row's) lies in [low, high]; a row
+is reproduced when every figure both runs have is inside (faster is outside too: a replication that
+beats the row by more than its noise says the row was not measured as published). A row without
+repeats (typed by its author) has the band of its one value.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lair.errors import ConfigError
+
+__all__ = [
+    "FLOOR",
+    "METRICS",
+    "NOT_REPRODUCED",
+    "REPLICATED",
+    "Band",
+    "Comparison",
+    "RecipeRef",
+    "RowRef",
+    "band",
+    "compare",
+    "parse_ref",
+    "parse_row_id",
+    "verdict",
+]
+
+FLOOR = 0.05
+"""How far each end of a band is widened beyond the repeats' range (5%)."""
+
+REPLICATED = "replicated"
+NOT_REPRODUCED = "not-reproduced"
+
+METRICS: tuple[tuple[str, str, str, str], ...] = (
+    ("prefill_tok_s", "prefill_tok_s", "prefill_tok_s", "prefill tok/s"),
+    ("decode_tok_s", "decode_tok_s_aggregate", "decode_tok_s_aggregate", "decode tok/s"),
+    ("decode_tok_s_per_stream", "decode_tok_s_per_stream", "decode_tok_s_per_stream", "decode tok/s/stream"),
+    ("ttft_ms", "ttft_ms_p50", "ttft_ms", "TTFT ms"),
+)
+"""(the row's key, the bench cell's headline key, the key of the cell's ``stats``, label)."""
+
+_SLUG = r"[a-z0-9]+(?:-[a-z0-9]+)*"
+_FRAG = re.compile(r"^(?:row-)?(?P<row>[1-9][0-9]{0,17})$|^report-(?P<report>[0-9a-f]{1,32})$")
+_ROW_ID = re.compile(rf"^(?P<slug>{_SLUG})@(?P<rev>[1-9][0-9]{{0,8}})#(?P<frag>[^#]+)$")
+_LOCAL = re.compile(rf"^(?P<slug>{_SLUG})(?:@(?P<rev>[1-9][0-9]{{0,8}}))?$")
+_PATH = re.compile(
+    rf"^(?P<base>.*?)/recipes/(?P<slug>{_SLUG})(?:@(?P<rev>[1-9][0-9]{{0,8}})|/revisions/(?P<rev2>[1-9][0-9]{{0,8}}))?/?$"
+)
+
+
+@dataclass(frozen=True)
+class RowRef:
+    """One published row (``row``: its measurement id) or every row of one report (``report``)."""
+
+    slug: str
+    revision: int
+    row: int | None = None
+    report: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.slug}@{self.revision}#{self.row if self.row is not None else f'report-{self.report}'}"
+
+
+@dataclass(frozen=True)
+class RecipeRef:
+    """What ``lair reproduce`` was given: the registry (None: the logged-in one), the slug, and the
+    revision and row when named."""
+
+    registry: str | None
+    slug: str
+    revision: int | None = None
+    row: int | None = None
+    report: str | None = None
+
+
+def _frag(frag: str, ref: str) -> tuple[int | None, str | None]:
+    m = _FRAG.match(frag)
+    if m is None:
+        raise ConfigError(
+            f"{ref!r}: #{frag} names no row",
+            hint="a row is #<measurement id> (e.g. #42 or #row-42), a report #report-<id>: "
+            "copy the row id from the recipe page",
+        )
+    return (int(m["row"]) if m["row"] else None), m["report"]
+
+
+def parse_row_id(text: str) -> RowRef:
+    """``slug@revision#row`` (or ``#report-<id>``) as a :class:`RowRef`; ValueError when it is not one."""
+    m = _ROW_ID.match(text)
+    if m is None:
+        raise ValueError("a row id is SLUG@REVISION#ROW, e.g. tiny-cpu@1#42 (or #report-<id>)")
+    try:
+        row, report = _frag(m["frag"], text)
+    except ConfigError as exc:
+        raise ValueError(exc.message) from None
+    return RowRef(m["slug"], int(m["rev"]), row, report)
+
+
+def parse_ref(ref: str) -> RecipeRef:
+    """A slug, ``slug@rev``, ``slug@rev#row`` or a recipe URL (``.../recipes/SLUG[/revisions/N][#row]``)."""
+    text = ref.strip()
+    head, _, frag = text.partition("#")
+    row, report = _frag(frag, ref) if frag else (None, None)
+    if head.startswith(("http://", "https://")):
+        u = urllib.parse.urlsplit(head)
+        m = _PATH.match(u.path)
+        if m is None:
+            raise ConfigError(f"{ref!r}: not a recipe URL", hint="e.g. https://HOST/recipes/SLUG#42")
+        base = f"{u.scheme}://{u.netloc}{m['base']}".rstrip("/")
+        rev = m["rev"] or m["rev2"]
+        return RecipeRef(base, m["slug"], int(rev) if rev else None, row, report)
+    m = _LOCAL.match(head)
+    if m is None:
+        raise ConfigError(f"{ref!r}: not a recipe reference", hint="SLUG, SLUG@REV, SLUG@REV#ROW or a URL")
+    return RecipeRef(None, m["slug"], int(m["rev"]) if m["rev"] else None, row, report)
+
+
+@dataclass(frozen=True)
+class Band:
+    """The range a figure may take and still be the same measurement."""
+
+    low: float
+    high: float
+    repeats: int
+    """How many values the range was drawn from (1: the row's own value only)."""
+
+    def inside(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"low": self.low, "high": self.high, "repeats": self.repeats}
+
+
+def band(value: float, stats: Mapping[str, Any] | None, floor: float = FLOOR) -> Band:
+    """The band of a row's figure ``value`` from its summary ``stats`` (``min``, ``max``, ``n``);
+    without a summary, the band of the value alone. The value itself is always inside."""
+    lo = hi = float(value)
+    n = 1
+    if stats and stats.get("min") is not None and stats.get("max") is not None:
+        lo, hi = min(lo, float(stats["min"])), max(hi, float(stats["max"]))
+        n = int(stats.get("n") or 1)
+    return Band(lo * (1 - floor), hi * (1 + floor), n)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One figure of a row against the same figure of a new run."""
+
+    metric: str
+    label: str
+    theirs: float
+    yours: float | None
+    band: Band
+
+    @property
+    def delta_pct(self) -> float | None:
+        if self.yours is None or self.theirs == 0:
+            return None
+        return 100.0 * (self.yours - self.theirs) / self.theirs
+
+    @property
+    def inside(self) -> bool | None:
+        return None if self.yours is None else self.band.inside(self.yours)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "label": self.label,
+            "theirs": self.theirs,
+            "yours": self.yours,
+            "delta_pct": self.delta_pct,
+            "band": self.band.as_dict(),
+            "inside": self.inside,
+        }
+
+
+def compare(
+    row: Mapping[str, Any], stats: Mapping[str, Any] | None, yours: Mapping[str, Any]
+) -> list[Comparison]:
+    """Each figure the row has against the new run's cell ``yours`` (bench cell keys); ``stats``: the
+    row's cell summaries (``results.json``'s ``stats``, or the registry's recomputation of them)."""
+    out = []
+    for key, cell_key, stats_key, label in METRICS:
+        theirs = row.get(key)
+        if theirs is None:
+            continue
+        got = yours.get(cell_key)
+        b = band(float(theirs), (stats or {}).get(stats_key))
+        out.append(Comparison(key, label, float(theirs), None if got is None else float(got), b))
+    return out
+
+
+def verdict(comparisons: Sequence[Comparison]) -> str:
+    """``replicated`` when every figure both runs have is inside its band, else ``not-reproduced``
+    (also when the new run has none of the row's figures)."""
+    measured = [c for c in comparisons if c.inside is not None]
+    return REPLICATED if measured and all(c.inside for c in measured) else NOT_REPRODUCED
