@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from lair.plan import Step
     from lair.runners import Runner
 
-__all__ = ["check_ports", "pull_image"]
+__all__ = ["PORT_SCRIPT", "busy_line", "check_ports", "engine_down", "holder_run", "pull_image", "start_hint"]
 
-_PORT_SCRIPT = r"""command -v ss >/dev/null 2>&1 || { echo "lair: no ss (iproute2) on the node" >&2; exit 3; }
+PORT_SCRIPT = r"""command -v ss >/dev/null 2>&1 || { echo "lair: no ss (iproute2) on the node" >&2; exit 3; }
 for p in {ports}; do
   line=$(ss -Hltnp "sport = :$p" 2>/dev/null | head -n 1)
   [ -n "$line" ] || continue
@@ -44,7 +44,7 @@ done
 """
 
 
-def _holder_run(pid: str, pgid: str, address: str) -> str | None:
+def holder_run(pid: str, pgid: str, address: str) -> str | None:
     """The lair run whose main process (group) on ``address`` holds the port, if any."""
     from lair.launch.journal import ACTIVE, list_journals
 
@@ -61,18 +61,13 @@ def _holder_run(pid: str, pgid: str, address: str) -> str | None:
 async def check_ports(runner: Runner, node: str, address: str, step: Step) -> None:
     """LaunchError naming the holder of each of ``step.ports`` that is already bound on the node."""
     ports = " ".join(str(int(p)) for p in step.ports or [])
-    res = await runner.run(_PORT_SCRIPT.replace("{ports}", ports), check=False, timeout=30)
+    res = await runner.run(PORT_SCRIPT.replace("{ports}", ports), check=False, timeout=30)
     if res.returncode == 3:
         raise LaunchError(f"{node}: {res.stderr.strip()}", hint="install iproute2 on the node")
     busy = [line.split("\t") for line in res.stdout.splitlines() if line.startswith("busy\t")]
     if not busy:
         return
-    lines = []
-    for _, port, pid, pgid, cmd in (b + [""] * (5 - len(b)) for b in busy):
-        run = _holder_run(pid, pgid, address)
-        who = f"pid {pid}" + (f" (group {pgid})" if pgid and pgid != pid else "") if pid else "a process"
-        who += f": {cmd.strip()}" if cmd.strip() else ""
-        lines.append(f"port {port} on {node} is in use by {who}" + (f" - lair run {run}" if run else ""))
+    lines = [busy_line(node, address, *(b + [""] * (5 - len(b)))[1:5]) for b in busy]
     raise LaunchError(
         "\n".join(lines),
         hint="stop it (a lair run: `lair stop RUN`), or give the recipe another port",
@@ -119,13 +114,31 @@ _START = {
 }
 
 
+def busy_line(node: str, address: str, port: str, pid: str, pgid: str, cmd: str) -> str:
+    """``port P on NODE is in use by pid N (group G): CMD`` (and the lair run that holds it, if one)."""
+    run = holder_run(pid, pgid, address)
+    who = f"pid {pid}" + (f" (group {pgid})" if pgid and pgid != pid else "") if pid else "a process"
+    who += f": {cmd.strip()}" if cmd.strip() else ""
+    return f"port {port} on {node} is in use by {who}" + (f" - lair run {run}" if run else "")
+
+
+def engine_down(output: str) -> str | None:
+    """The line of a ``docker``/``podman`` command's output that says its engine is down, if one does."""
+    return next((line.strip() for line in output.splitlines() if _ENGINE_DOWN.search(line)), None)
+
+
+def start_hint(binary: str) -> str:
+    """How to start ``binary``'s container engine on a node."""
+    return _START.get(binary, f"start {binary}'s engine on the node, then launch again")
+
+
 def _engine_up(node: str, binary: str, output: str) -> None:
     """Raise when ``output`` of a ``docker``/``podman`` command says the container engine is down."""
-    said = next((line.strip() for line in output.splitlines() if _ENGINE_DOWN.search(line)), None)
+    said = engine_down(output)
     if said is not None:
         raise LaunchError(
             f"{node}: the {binary} engine is not running: {said}",
-            hint=_START.get(binary, f"start {binary}'s engine on the node, then launch again"),
+            hint=start_hint(binary),
         )
 
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from lair.inventory import Cluster
 
-__all__ = ["HOST_CAPABILITIES", "NetnsNodes", "TestNode", "free_subnet"]
+__all__ = ["HOST_CAPABILITIES", "SESSION_PATH", "NetnsNodes", "TestNode", "free_subnet"]
 
 SSHD = "/usr/sbin/sshd"
 # What a plain Docker engine without GPUs accepts (see docs/clusters.md): written into test clusters.
@@ -44,6 +44,7 @@ HOST_CAPABILITIES: dict[str, Any] = {
     "devices": True,
 }
 
+SESSION_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # sshd's own default
 SSHD_CONFIG = """\
 ListenAddress {address}
 Port 22
@@ -77,6 +78,12 @@ class TestNode:
     @property
     def netns(self) -> str:
         return f"/var/run/netns/{self.name}"
+
+    @property
+    def bin_dir(self) -> Path:
+        """First on the PATH of the node's SSH sessions (empty): a test puts a stand-in command
+        there (a ``date`` that is off, an ``nvidia-smi``) for that node alone."""
+        return self.dir / "bin"
 
 
 def _run(*argv: str, check: bool = True, **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -134,8 +141,12 @@ class NetnsNodes:
         subnet: str | None = None,
         base_dir: Path | None = None,
         dockerd: bool = False,
+        session_paths: dict[int, str] | None = None,
     ) -> None:
+        """``session_paths``: the PATH (after the node's bin folder) of node i's SSH sessions, by
+        number from 1, instead of sshd's default (a node without some command installed)."""
         tag = _free_tag()
+        self.session_paths = dict(session_paths or {})
         self.count = count
         self.prefix = prefix or f"ln{tag}n"
         self.bridge = bridge or f"ln{tag}br"
@@ -256,6 +267,23 @@ class NetnsNodes:
         """An OpenSSH command line that runs ``command`` on ``node``."""
         return ["ssh", "-n", "-F", str(self.ssh_config_path), node.name, *command]
 
+    def stop_dockerd(self, node: TestNode) -> None:
+        """Stop the node's own Docker engine (as when it is down); :meth:`start_dockerd` brings it back."""
+        pidfile = node.dir / "dockerd.pid"
+        pid = int(pidfile.read_text().split()[0])
+        _kill_pidfile(pidfile)
+        for proc in [p for p in self._daemons if p.pid == pid]:  # nsenter execs dockerd: one pid
+            proc.wait(timeout=30)
+            self._daemons.remove(proc)
+        if not _wait_gone(lambda: Path(f"/proc/{pid}/cmdline").exists(), deadline_s=30):
+            raise RuntimeError(f"dockerd of {node.name} (pid {pid}) did not stop")
+
+    def start_dockerd(self, node: TestNode) -> None:
+        if not node.docker_host:
+            raise RuntimeError(f"{node.name} has no dockerd of its own (NetnsNodes(dockerd=True))")
+        self._start_dockerd(node)
+        _wait_docker(node, deadline_s=60)
+
     def load_image(self, tag: str, nodes: Sequence[TestNode] | None = None) -> None:
         """``docker save TAG | docker load`` into each node's own Docker engine."""
         for node in nodes or self.nodes:
@@ -325,7 +353,11 @@ class NetnsNodes:
         key = node.dir / "ssh_host_ed25519_key"
         if not key.exists():
             _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
-        setenv = f"SetEnv DOCKER_HOST={node.docker_host}" if node.docker_host else ""
+        node.bin_dir.mkdir(exist_ok=True)
+        path = self.session_paths.get(int(node.name.removeprefix(self.prefix)), SESSION_PATH)
+        setenv = f"SetEnv PATH={node.bin_dir}:{path}" + (
+            f" DOCKER_HOST={node.docker_host}" if node.docker_host else ""
+        )
         cfg = SSHD_CONFIG.format(address=node.address, dir=node.dir, base=self.base, setenv=setenv)
         (node.dir / "sshd_config").write_text(cfg)
         inner = f"hostname {node.name} && exec {SSHD} -f {node.dir}/sshd_config -E {node.dir}/sshd.log"
