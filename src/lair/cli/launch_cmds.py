@@ -93,6 +93,13 @@ def register(sub: Any) -> None:
     _nodes_arg(p)
     p.add_argument("--detach", "-d", action="store_true", help="return once ready; stop with `lair stop`")
     p.add_argument("--json", action="store_true", help="print the run (id, endpoint, state) as JSON")
+    p.add_argument(
+        "--no-doctor",
+        dest="doctor",
+        action="store_false",
+        help="skip the doctor's fast checks (SSH, runtime, route, MTU, interfaces, ports, placement, "
+        "driver) that run before the nodes are leased",
+    )
     p.add_argument("--bench", action="store_true", help="once ready, benchmark it (lair bench), then stop")
     p.add_argument("--bench-contexts", default="2048", metavar="N,N", help="prompt sizes in tokens")
     p.add_argument("--bench-concurrency", default="1", metavar="N,N", help="streams sent together")
@@ -160,6 +167,7 @@ def _request(args: argparse.Namespace) -> Any:
         values=_set_values(args.values),
         pull=args.pull,
         pull_timeout_s=args.pull_timeout,
+        doctor=getattr(args, "doctor", True),
     )
 
 

@@ -43,6 +43,8 @@ class Request:
     pull: str = "missing"
     """``--pull``: missing (pull an image the node lacks), always, never."""
     pull_timeout_s: float = 3600.0
+    doctor: bool = True
+    """run the doctor's fast checks on the planned nodes before anything is leased (``--no-doctor``)"""
 
 
 @dataclass

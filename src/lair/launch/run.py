@@ -316,6 +316,8 @@ def launch(
     if cluster is not None:  # Slurm allocates the nodes: its job replaces lair's leases
         return launch_slurm(req, cluster, detach=detach, progress=progress, on_ready=on_ready)
     pauses = pause_stages()  # before anything is leased: a typo'd stage name fails here
+    if req.doctor and req.place is None:
+        doctor_first(req, progress)
     with _signals_interrupt():  # until the event loop owns the signals: a signal here releases the leases
         prep = prepare(req, lease=True)
         try:
@@ -328,6 +330,30 @@ def launch(
     result = asyncio.run(_main(session, detach, on_ready))
     result.started_at = session.record.created_at
     return result
+
+
+def doctor_first(req: Request, progress: Progress) -> None:
+    """The doctor's fast checks on the nodes the run would take, before it leases them: a
+    LaunchError naming each failed check. A recipe that cannot even be planned is left to the
+    leasing ``prepare``, which raises what it always raised."""
+    from lair.launch.doctor import FAST_CHECKS, fast_findings
+    from lair.launch.resolve import prepare
+
+    try:
+        prep = prepare(req, lease=False)
+    except Exception:
+        return
+    t0 = time.monotonic()
+    found = fast_findings(prep)
+    if found:
+        lines = [f"{f.node + ': ' if f.node else ''}{f.what} [doctor check {f.check}]" for f in found]
+        fixes = list(dict.fromkeys(f.fix for f in found))
+        raise LaunchError(
+            "\n".join(lines),
+            hint="\n".join(fixes) + f"\n(nothing was leased; `lair doctor {req.recipe}` runs every check)",
+        )
+    took = time.monotonic() - t0
+    progress(f"doctor: {len(FAST_CHECKS)} fast checks passed on {len(prep.nodes)} nodes ({took:.2f}s)")
 
 
 @contextlib.contextmanager
