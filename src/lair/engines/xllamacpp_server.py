@@ -1,7 +1,10 @@
 """llama.cpp's own OpenAI-compatible HTTP server, from the prebuilt ``xllamacpp`` wheel (no compiler).
 
     python -m lair.engines.xllamacpp_server --model M.gguf [--port 8000] [--host 127.0.0.1]
-        [--alias tiny] [--ctx 2048] [--parallel 4] [--threads 2] [--metrics]
+        [--alias tiny] [--ctx 2048] [--parallel 4] [--threads 2] [--batch-size 2048]
+        [--ubatch-size 512] [--metrics]
+
+``build_parser()`` is its command line, for checking a command before it runs (``lair tune``).
 
 Serves until SIGTERM/SIGINT, then exits 0. With ``LLAMA_API_KEY`` in the environment (as llama.cpp's
 own ``llama-server`` reads it), every request but ``/health`` needs ``Authorization: Bearer KEY``;
@@ -30,6 +33,10 @@ def _params(a: argparse.Namespace) -> Any:
     p.use_jinja = True
     p.model_alias = {a.alias} if isinstance(p.model_alias, set | frozenset) else [a.alias]
     p.cpuparams.n_threads = a.threads
+    if a.batch_size is not None:
+        p.n_batch = a.batch_size
+    if a.ubatch_size is not None:
+        p.n_ubatch = a.ubatch_size
     key = os.environ.get("LLAMA_API_KEY")
     if key:
         p.api_keys = [key]
@@ -38,7 +45,8 @@ def _params(a: argparse.Namespace) -> Any:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The server's command line (llama.cpp's own names for the options it exposes)."""
     ap = argparse.ArgumentParser(prog="python -m lair.engines.xllamacpp_server", description=__doc__)
     ap.add_argument("--model", required=True)
     ap.add_argument("--port", type=int, default=8000)
@@ -47,8 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ctx", type=int, default=2048)
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch-size", "-b", type=int, help="logical batch (llama.cpp n_batch)")
+    ap.add_argument("--ubatch-size", "-ub", type=int, help="physical batch (llama.cpp n_ubatch)")
     ap.add_argument("--metrics", action="store_true")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
     import xllamacpp as xlc
 
     srv = xlc.Server(_params(a))

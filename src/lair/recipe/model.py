@@ -43,6 +43,7 @@ __all__ = [
     "Requirements",
     "Revision",
     "SourceStamp",
+    "TuneStamp",
     "parse_size",
     "ulimit_numbers",
 ]
@@ -391,6 +392,34 @@ class SourceStamp(Strict):
         return f"{(self.registry or '').rstrip('/')}/recipes/{self.slug}@{self.revision}"
 
 
+class TuneStamp(Strict):
+    """How ``lair tune`` found this recipe: written by the tune into the winning recipe."""
+
+    study: str = Field(max_length=200, description="the tune's study name (its folder and Optuna study)")
+    tuned_from: str = Field(max_length=300, description="the starting recipe: its slug, else its file name")
+    from_sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="sha256 of the starting recipe's model")
+    objectives: list[str] = Field(
+        min_length=1, max_length=4, description="what was optimised (goal and cells)"
+    )
+    constraints: list[str] = Field(
+        default_factory=list, max_length=16, description="limits a result had to meet"
+    )
+    guard: str | None = Field(None, max_length=200, description="quality guard SUITE:POINTS, if any")
+    sampler: str = Field(max_length=20, description="Optuna sampler: tpe, grid or random")
+    trials: int = Field(ge=0, description="trials counted: results, rejected, refused and failed")
+    refused: int = Field(0, ge=0, description="candidates refused before launch (recipe, parser, fit)")
+    failed: int = Field(0, ge=0, description="candidates that failed to launch or to serve the bench")
+    best_trial: int = Field(ge=0, description="the trial this recipe's knobs come from")
+    knobs: dict[str, str] = Field(
+        default_factory=dict, description="the knobs searched and the values chosen"
+    )
+    start_values: list[float] = Field(
+        default_factory=list, description="the objectives of the starting recipe"
+    )
+    best_values: list[float] = Field(default_factory=list, description="the objectives of the best trial")
+    date: str | None = Field(None, max_length=40, description="when the tune finished (ISO 8601)")
+
+
 class Meta(Strict):
     """Publication metadata, in the order of a recipe page."""
 
@@ -426,6 +455,7 @@ class Meta(Strict):
     requirements: Requirements | None = None
     downloads: list[Download] = Field(default_factory=list)
     revisions: list[Revision] = Field(default_factory=list)
+    tune: TuneStamp | None = Field(None, description="how lair tune found this recipe (written by lair tune)")
     source: SourceStamp | None = Field(
         None,
         description="provenance stamp of a pulled recipe (written by lair pull; "
