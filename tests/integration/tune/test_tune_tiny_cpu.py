@@ -1,0 +1,276 @@
+"""``lair tune`` on the bundled tiny llama.cpp recipe (examples/tiny-cpu, xllamacpp), real launches.
+
+The space is llama.cpp's ``--parallel`` (2 in the recipe; 4; 16, which leaves each of the slots of
+``--ctx 8192`` 512 tokens, fewer than the 512 + 32 the objective's cell needs: refused by the fit),
+``--threads`` (2 in the recipe; 1) and ``--batch-size`` (unset in the recipe; 512; 0, which llama.cpp
+takes and then aborts on, ``GGML_ASSERT(n_outputs_max <= ...)``: a failed launch; ``auto``, which the
+server's own parser refuses). The grid sampler visits every candidate, so each kind of outcome is
+there whatever the measurements; the measurements only decide which one wins.
+
+- the tune (``--json``) finishes inside its budget, every outcome carries its reason (the engine's
+  assertion for the failed launches read from their logs), refused candidates were never launched
+  (no run report, no run in the journal), every launched trial is a run report;
+- the winner is written beside the recipe with its comments and a ``[meta.tune]`` that loads, and the
+  confirmation runs (fresh launches of the start and the winner) show it beating the start;
+- Ctrl-C (SIGINT) in the middle of a tune: exit 130, nothing left running, and the same command
+  resumes the same study with the trial numbers going on;
+- ``--publish`` to a real ``lair serve``: the fork of tiny-cpu has the winner as its revision and the
+  confirmation run's rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lair.testing.registry import serve_process
+
+pytestmark = [pytest.mark.integration]
+
+ROOT = Path(__file__).resolve().parents[3]
+TINY = ROOT / "examples" / "tiny-cpu" / "recipe.toml"
+OBJECTIVE = "max decode_tok_s_aggregate@ctx=512,c=4"
+SPACE = """\
+sampler = "grid"
+objective = "max decode_tok_s_aggregate@ctx=512,c=4"
+budget = "6m"
+trials = 30
+
+[[param]]
+name = "--parallel"
+values = [4, 16]
+
+[[param]]
+name = "--threads"
+values = [1]
+
+[[param]]
+name = "--batch-size"
+values = [512, 0, "auto"]
+"""
+TUNE = ["--decode-tokens", "32", "--repeat", "2"]
+
+
+def lair(
+    *args: str, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lair", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _copy(where: Path) -> Path:
+    recipe = where / "tiny-cpu" / "recipe.toml"
+    recipe.parent.mkdir(parents=True)
+    shutil.copyfile(TINY, recipe)
+    (where / "space.toml").write_text(SPACE)
+    return recipe
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory, lair_home: Path) -> tuple[Path, dict[str, Any], float]:
+    where = tmp_path_factory.mktemp("tune")
+    recipe = _copy(where)
+    t0 = time.monotonic()
+    res = lair("tune", str(recipe), "--space", str(where / "space.toml"), *TUNE, "--json", timeout=600)
+    took = time.monotonic() - t0
+    assert res.returncode == 0, res.stderr[-4000:]
+    return recipe, json.loads(res.stdout), took
+
+
+def _by_knobs(doc: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    return {
+        (t["knobs"]["--parallel"], t["knobs"]["--threads"], t["knobs"]["--batch-size"]): t
+        for t in doc["trials"]
+    }
+
+
+def test_every_candidate_and_its_outcome(tuned: tuple[Path, dict[str, Any], float]) -> None:
+    _, doc, took = tuned
+    assert took < 6 * 60 and doc["elapsed_s"] <= doc["budget_s"] == 360
+    assert doc["stop_reason"] == "every candidate of the space was tried"
+    trials = _by_knobs(doc)
+    # the space with the recipe's own values: parallel 2|4|16, threads 2|1, batch (unset)|512|0|auto
+    assert len(trials) == 3 * 2 * 4
+    for (par, _thr, batch), t in trials.items():
+        if batch == "auto":  # the parser comes first
+            assert t["outcome"] == "refused" and t["stage"] == "engine parser", t
+            assert "argument --batch-size/-b: invalid int value: 'auto'" in t["reason"]
+        elif par == "16":
+            assert t["outcome"] == "refused" and t["stage"] == "fit", t
+            assert (
+                t["reason"]
+                == "each of the 16 slots holds 512 tokens (8192 / 16); the objective's cells need 544"
+            )
+        elif batch == "0":
+            assert t["outcome"] == "failed" and t["stage"] == "launch", t
+            assert "GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max) failed" in t["reason"]
+        else:
+            assert t["outcome"] == "ok", t
+            assert t["values"][0] > 0
+        launched = t["outcome"] in ("ok", "failed")
+        assert (t["report"] is not None) == launched
+        if launched:
+            report = json.loads((Path(t["report"]) / "results.json").read_text())
+            assert report["kind"] == "lair.run_report"
+            expected_cells = 1 if t["outcome"] == "ok" else 0
+            assert len(report["bench"]["cells"]) == expected_cells
+    assert doc["counts"] == {"ok": 8, "rejected": 0, "refused": 12, "failed": 4, "interrupted": 0}
+    baseline = [t for t in doc["trials"] if t["baseline"]]
+    assert len(baseline) == 1 and baseline[0]["knobs"] == {
+        "--parallel": "2",
+        "--threads": "2",
+        "--batch-size": "(unset)",
+    }
+    ok = [t for t in doc["trials"] if t["outcome"] == "ok"]
+    assert doc["best"]["trial"] == max(ok, key=lambda t: t["values"][0])["trial"] == doc["trials"][0]["trial"]
+
+
+def test_refused_candidates_never_ran(tuned: tuple[Path, dict[str, Any], float], lair_home: Path) -> None:
+    _, doc, _ = tuned
+    res = lair("status", "--json")
+    runs = json.loads(res.stdout)
+    assert all(r["state"] in ("stopped", "failed") for r in runs)
+    launched = sum(1 for t in doc["trials"] if t["outcome"] in ("ok", "failed"))
+    confirmations = 2 if doc["confirmation"] else 0
+    assert len([r for r in runs if r["name"].startswith("tiny-cpu")]) >= launched + confirmations
+    folder = Path(doc["folder"])
+    assert len(list((folder / "trials").iterdir())) == launched
+
+
+def test_winner_file_and_confirmation(tuned: tuple[Path, dict[str, Any], float]) -> None:
+    from lair.recipe import load_recipe
+
+    recipe, doc, _ = tuned
+    if doc["best"]["baseline"]:
+        pytest.fail(f"the starting recipe won: {doc['best']}")
+    winner = Path(doc["winner"])
+    assert winner == recipe.with_name("recipe.tuned.toml")
+    text = winner.read_text()
+    assert "# A tiny random-weight Llama served by llama.cpp's own server" in text  # comments kept
+    loaded = load_recipe(winner)
+    stamp = loaded.meta.tune
+    assert stamp is not None and stamp.study == doc["study"] and stamp.best_trial == doc["best"]["trial"]
+    assert stamp.knobs == doc["best"]["knobs"] and stamp.refused == 12 and stamp.failed == 4
+    argv = loaded.entrypoint + loaded.args
+    best = doc["best"]["knobs"]
+    assert argv[argv.index("--parallel") + 1] == best["--parallel"]
+    assert argv[argv.index("--threads") + 1] == best["--threads"]
+    assert ("--batch-size" in argv) == (best["--batch-size"] != "(unset)")
+    c = doc["confirmation"]
+    assert c["start"]["values"][0] > 0 and c["best"]["values"][0] > 0
+    assert c["beats"] is True and c["best"]["values"][0] > c["start"]["values"][0], c
+    folder = Path(doc["folder"])
+    assert (folder / "study.db").is_file() and (folder / "objective.svg").read_text().startswith("<svg")
+    assert doc["study"] in (folder / "report.md").read_text()
+    assert json.loads((folder / "tune.json").read_text())["study"] == doc["study"]
+
+
+def _finished(db: Path, name: str) -> int:
+    import optuna
+
+    try:
+        study = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+    except Exception:
+        return 0
+    return sum(1 for t in study.trials if t.user_attrs.get("outcome") in ("ok", "failed", "refused"))
+
+
+def test_sigint_then_resume(tmp_path: Path, lair_home: Path) -> None:
+    recipe = _copy(tmp_path)
+    args = [
+        "tune",
+        str(recipe),
+        "--space",
+        str(tmp_path / "space.toml"),
+        *TUNE,
+        "--name",
+        "resume",
+        "--no-confirm",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lair", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    db = recipe.parent / "tunes" / "resume" / "study.db"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and _finished(db, "resume") < 3 and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    first = _finished(db, "resume")
+    assert 3 <= first < 24
+    runs = json.loads(lair("status", "--json").stdout)
+    assert all(r["state"] in ("stopped", "failed") for r in runs), runs
+    res = lair(*args, "--json", timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    assert doc["study"] == "resume" and doc["stop_reason"] == "every candidate of the space was tried"
+    assert "resuming study resume" in res.stderr
+    numbers = sorted(t["trial"] for t in doc["trials"] if t["outcome"] != "interrupted")
+    assert len(numbers) == 24 and len(set(numbers)) == 24
+    assert sum(1 for t in doc["trials"] if t["baseline"]) == 1  # the start measured once, before the signal
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    tmp = tmp_path_factory.mktemp("tune-site")
+    db = f"sqlite:///{tmp / 'registry.sqlite3'}"
+    with serve_process(db, log=tmp / "serve.log", seed=True) as base:
+        yield base, db
+
+
+def _get(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return dict(json.load(r))
+
+
+def test_publish_as_a_fork(
+    tuned: tuple[Path, dict[str, Any], float], site: tuple[str, str], lair_home: Path
+) -> None:
+    recipe, doc, _ = tuned
+    base, db = site
+    made = lair("registry", "user", "add", "tuner", "--scopes", "read,publish", "--db", db, "--json")
+    assert made.returncode == 0, made.stderr
+    env = {"LAIR_REGISTRY": base, "LAIR_TOKEN": json.loads(made.stdout)["token"]}
+    res = lair(
+        "tune",
+        str(recipe),
+        "--space",
+        str(recipe.parent.parent / "space.toml"),
+        *TUNE,
+        "--json",
+        "--publish",
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout)
+    assert out["study"] == doc["study"]  # the same study, resumed: nothing left to try, confirmed again
+    pub = out["published"]
+    assert pub["upstream"] == "tiny-cpu" and pub["slug"] == "tiny-cpu-tuner" and pub["revision"] == 2
+    page = _get(f"{base}/api/v1/recipes/tiny-cpu-tuner.json")
+    assert page["slug"] == "tiny-cpu-tuner"
+    text = urllib.request.urlopen(f"{base}/api/v1/recipes/tiny-cpu-tuner.toml", timeout=10).read().decode()
+    got = tomllib.loads(text)
+    assert got["meta"]["tune"]["study"] == doc["study"]
+    assert pub["report"]["rows"] >= 1
+    rows = json.dumps(page)
+    assert str(pub["report"]["id"]) in rows or "512" in rows
