@@ -35,6 +35,7 @@ __all__ = [
     "Target",
     "cell_stats",
     "check_targets",
+    "has_attempts",
     "parse_replicates",
     "record_attempts",
     "rig_label",
@@ -198,7 +199,7 @@ def rig_label(fp: dict[str, Any]) -> str:
 _AT_0010: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
-def _has_table(conn: Connection) -> bool:
+def has_attempts(conn: Connection) -> bool:
     """Whether the database has migration 0010's table (remembered per engine once it has)."""
     if conn.engine in _AT_0010:
         return True
@@ -250,7 +251,7 @@ def with_attempts(conn: Connection, slug: str, rows: list[dict[str, Any]]) -> li
     (``pending``, ``replicated``, ``not-reproduced``, ``mixed``), the counts and every attempt (rig,
     account, outcome, decode delta, each figure against its band)."""
     ids = [int(r["id"]) for r in rows]
-    found = _attempts(conn, ids) if ids and _has_table(conn) else {}
+    found = _attempts(conn, ids) if ids and has_attempts(conn) else {}
     return [
         r
         | {

@@ -23,7 +23,7 @@ from lair.registry.db.engine import connect_url, default_url, make_engine
 from lair.registry.oauth import Provider, load_providers
 from lair.registry.service.blobs import blob_store
 from lair.registry.service.outage import Unavailable, unavailable
-from lair.registry.web import pages, report_routes, routes, writes
+from lair.registry.web import matrix_routes, pages, report_routes, routes, writes
 from lair.registry.web.cache import ResponseCache, make_versions
 from lair.registry.web.hosts import allowed_hosts as hosts_for
 from lair.registry.web.middleware import CacheMiddleware, unavailable_response
@@ -101,6 +101,10 @@ def _routes() -> list[Any]:
         Route("/recipes/{slug}/placeholders.json", r.placeholders_json),
         Route("/recipes/{slug}/fit", r.fit),
         Route("/recipes/{slug}/fit.json", r.fit_json),
+        Route("/recipes/{slug}/matrix", matrix_routes.recipe_matrix),
+        Route("/recipes/{slug}/matrix.json", matrix_routes.recipe_matrix_json),
+        Route("/models/{model:path}/matrix", matrix_routes.model_matrix),
+        Route("/models/{model:path}/matrix.json", matrix_routes.model_matrix_json),
         Route("/api/v1/recipes", r.api_list, methods=["GET", "HEAD"]),
         Route("/api/v1/recipes", writes.create_recipe, methods=["POST"]),
         Route("/api/v1/recipes/{slug}/revisions", writes.create_revision, methods=["POST"]),
