@@ -56,6 +56,7 @@ def trial_rows(study: optuna.Study, objectives: Sequence[Objective]) -> list[dic
                 "reason": a.get("reason"),
                 "checks": a.get("checks", {}),
                 "guard_score": a.get("guard_score"),
+                "client_bound": bool(a.get("client_bound")),
                 "report": a.get("report"),
                 "seconds": round(t.duration.total_seconds(), 1) if t.duration else None,
             }
@@ -79,7 +80,9 @@ def _knob_text(knobs: dict[str, str]) -> str:
 
 def _what(r: dict[str, Any]) -> str:
     if r["outcome"] == "ok":
-        return ("pareto " if r["pareto"] else "") + ("baseline" if r["baseline"] else "")
+        marks = ["pareto" if r["pareto"] else "", "baseline" if r["baseline"] else ""]
+        marks.append("client-bound" if r.get("client_bound") else "")
+        return " ".join(m for m in marks if m)
     return f"{r['stage'] or ''}: {r['reason'] or ''}".strip(": ")
 
 

@@ -351,6 +351,7 @@ class Search:
         cells = [cell.as_dict() for cell in result.cells]
         report = self._report(c, result, run_id, res.secrets)
         attrs: dict[str, Any] = {"knobs": c.params, "run_id": run_id, "report": str(report), "cells": cells}
+        attrs["client_bound"] = any(cell["client_bound"] for cell in cells)
         failure = result.failure()
         values = [o.value(cells) for o in self.opts.objectives]
         if failure is not None or any(v is None for v in values):
