@@ -19,6 +19,7 @@ from sqlalchemy import Connection
 
 from lair.errors import Issue, RegistryError
 from lair.registry.db.schema import ApiToken, Session
+from lair.registry.service.permissions import ensure, need
 from lair.registry.service.publish import USERS, bump_version, now
 
 __all__ = [
@@ -159,15 +160,6 @@ def _insert_token(conn: Connection, user_id: int, name: str, scopes: tuple[str, 
     return token, int(tid.scalar_one())
 
 
-def need(actor: Actor | None, scope: str = "publish") -> Actor:
-    """``actor``, when signed in (else 401) with ``scope`` (else 403)."""
-    if actor is None:
-        raise RegistryError(401, "unauthorized", "sign in first", hint="send Authorization: Bearer <token>")
-    if not actor.can(scope):
-        raise RegistryError(403, "forbidden", f"this token lacks the {scope!r} scope")
-    return actor
-
-
 MAX_TOKEN_NAME = 100
 TOKEN_SCOPES = {"read": ("read",), "publish": SCOPES}  # a publish token reads too
 
@@ -175,7 +167,7 @@ TOKEN_SCOPES = {"read": ("read",), "publish": SCOPES}  # a publish token reads t
 def issue_token(conn: Connection, actor: Actor | None, name: str, scope: str) -> tuple[str, int]:
     """A signed-in user's new token (a browser session, or a bearer with the publish scope: a
     read-only token never mints a stronger one): (the value, shown once; its id)."""
-    who = need(actor)
+    who = ensure(actor, "issue-token")
     name = name.strip()
     if not name or len(name) > MAX_TOKEN_NAME:
         raise RegistryError(422, "invalid", f"name: 1-{MAX_TOKEN_NAME} characters are required")
@@ -199,7 +191,7 @@ def token_actor(conn: Connection, token: str) -> Actor | None:
 
 def revoke_token(conn: Connection, actor: Actor | None, token_id: int) -> None:
     """Revoke one of the actor's own tokens (another user's is a 404, as a missing one)."""
-    who = need(actor)
+    who = ensure(actor, "revoke-token")
     res = conn.execute(
         sa.update(TOKENS).where(TOKENS.c.id == token_id, TOKENS.c.user_id == who.id).values(revoked_at=now())
     )

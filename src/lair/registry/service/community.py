@@ -18,9 +18,9 @@ from lair.recipe import Recipe, check_text, is_secret_name
 from lair.recipe.placeholders import find_refs
 from lair.registry.db.schema import Vote
 from lair.registry.service.accounts import Actor
-from lair.registry.service.accounts import need as _need
 from lair.registry.service.canonical import check_depth, parse_recipe
 from lair.registry.service.facets import slugify
+from lair.registry.service.permissions import PERMISSIONS, Resource, ensure, need
 from lair.registry.service.publish import (
     MEASUREMENTS,
     QUALITY,
@@ -61,13 +61,6 @@ def _recipe_row(conn: Connection, slug: str) -> sa.Row[tuple[object, ...]]:
     return row
 
 
-def _owner_or_admin(actor: Actor, owner_id: int, what: str) -> None:
-    if actor.id != owner_id and not actor.is_admin:
-        raise RegistryError(
-            403, "forbidden", f"only the owner can {what}", hint="fork it: a fork is your own copy"
-        )
-
-
 def _secrets_in(text: str, recipe: Recipe) -> list[str]:
     """Why the text holds a plain-text value where a secret goes (token formats: ``refuse_secrets``)."""
     found = [
@@ -100,23 +93,23 @@ def _checked(text: str, notes: str) -> Recipe:
 
 
 def publish_recipe(conn: Connection, actor: Actor | None, text: str, notes: str = "") -> Published:
-    who = _need(actor)
+    who = ensure(actor, "publish-recipe")
     recipe = _checked(text, notes)
     slug = recipe.meta.slug or slugify(recipe.meta.title or recipe.display_name)
     return publish(conn, text, owner=who.name, notes=notes or None, slug=slug)
 
 
 def revise(conn: Connection, actor: Actor | None, slug: str, text: str, notes: str) -> Published:
-    who = _need(actor)
+    who = need(actor, PERMISSIONS["revise-recipe"].scope)  # 401/403 before the recipe is looked up
     row = _recipe_row(conn, slug)
-    _owner_or_admin(who, row.owner_id, "update this recipe")
+    ensure(who, "revise-recipe", Resource(owner_id=row.owner_id))
     _checked(text, notes)
     return add_revision(conn, slug, text, author=who.name, notes=notes)
 
 
 def fork(conn: Connection, actor: Actor | None, slug: str) -> Published:
     """Copy the latest revision under the forker's name (``<slug>-<user>``, numbered if taken)."""
-    who = _need(actor)
+    who = ensure(actor, "fork-recipe")
     row = _recipe_row(conn, slug)
     toml = conn.execute(
         sa.select(REVISIONS.c.toml).where(
@@ -161,7 +154,7 @@ def _insert_ignore(conn: Connection) -> Any:
 
 def vote(conn: Connection, actor: Actor | None, slug: str, on: bool) -> int:
     """Set or clear the actor's one vote; returns the exact count."""
-    who = _need(actor)  # a vote changes state: the publish scope, as every write
+    who = ensure(actor, "vote")  # a vote changes state: the publish scope, as every write
     # the version row first: it serializes writers, so the count below (a new statement, a new
     # snapshot under READ COMMITTED) sees every vote committed before this one
     bump_version(conn)
@@ -183,7 +176,7 @@ def retract(
 ) -> None:
     """A measurement's author, the recipe's owner or an admin strikes a row (a speed row, or a quality
     row with ``quality``); it stays, with the reason."""
-    who = _need(actor)
+    who = need(actor, PERMISSIONS["retract-row"].scope)  # 401/403 before anything is read
     reason = reason.strip()
     if not reason:
         raise RegistryError(422, "invalid", "a retraction needs a reason")
@@ -196,10 +189,7 @@ def retract(
     ).first()
     if row is None:
         raise RegistryError(404, "not_found", f"no measurement {measurement_id}")
-    if who.id not in (row.submitted_by, row.owner_id) and not who.is_admin:
-        raise RegistryError(
-            403, "forbidden", "only the measurement's author or the recipe's owner can retract it"
-        )
+    ensure(who, "retract-row", Resource(owner_id=row.owner_id, submitter_id=row.submitted_by))
     if row.retracted_at is not None:
         raise RegistryError(409, "conflict", "already retracted")
     conn.execute(
@@ -212,9 +202,7 @@ def retract(
 
 
 def hide_recipe(conn: Connection, actor: Actor | None, slug: str, hidden: bool = True) -> None:
-    who = _need(actor)
-    if not who.is_admin:
-        raise RegistryError(403, "forbidden", "only an admin can hide a recipe")
+    ensure(actor, "hide-recipe")
     rid = conn.execute(
         sa.update(RECIPES).where(RECIPES.c.slug == slug).values(hidden=hidden).returning(RECIPES.c.id)
     ).scalar()
@@ -227,11 +215,7 @@ def hide_user(conn: Connection, actor: Actor | None, name: str, hidden: bool = T
     """Hide (or show again) a user: they can no longer sign in or use their tokens, their recipes
     leave search, pages and the API (see :func:`~.publish.visible`), and so do the speed and quality
     rows they submitted to anyone's recipe (:func:`~.speeds.shown_submitter`). Nothing is deleted."""
-    who = _need(actor)
-    if not who.is_admin:
-        raise RegistryError(403, "forbidden", "only an admin can hide a user")
-    if who.name == name:
-        raise RegistryError(403, "forbidden", "an admin cannot hide their own account")
+    ensure(actor, "hide-user", Resource(user_name=name))
     uid = conn.execute(sa.select(USERS.c.id).where(USERS.c.name == name)).scalar()
     if uid is None:
         raise RegistryError(404, "not_found", f"no user {name!r}")

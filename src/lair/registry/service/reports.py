@@ -26,10 +26,11 @@ from sqlalchemy.exc import IntegrityError
 from lair.errors import RegistryError
 from lair.registry.db.schema import Report
 from lair.registry.service import replication
-from lair.registry.service.accounts import Actor, need
+from lair.registry.service.accounts import Actor
 from lair.registry.service.archive import unpack
 from lair.registry.service.blobs import BlobStore
 from lair.registry.service.fitting import fingerprint_gpus
+from lair.registry.service.permissions import ensure
 from lair.registry.service.publish import (
     MEASUREMENTS,
     QUALITY,
@@ -174,7 +175,7 @@ def submit_report(
     """Verify and store one report (``data``: the report folder as ``.tar.gz``) for ``actor``, who must be
     signed in with the publish scope; commit is the caller's. With ``replicates`` the report is a
     replication attempt of that row (:mod:`.replication`)."""
-    user_id = need(actor, "publish").id
+    user_id = ensure(actor, "upload-report").id
     targets = replication.check_targets(conn, replicates) if replicates else []
     files = unpack(data)
     kept = screen_report({n: files[n] for n in sorted(files) if _KEPT.fullmatch(n)})  # logs redacted

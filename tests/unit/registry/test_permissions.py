@@ -1,0 +1,74 @@
+"""The named permissions: every rule of the table against every kind of actor (expected answers
+written by hand from the rules as the registry documents them), and the guard that the service layer
+authorizes in one place: no service module but ``permissions`` raises a 403 of its own, and every
+named permission is checked by some write."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from lair.errors import RegistryError
+from lair.registry.service.accounts import SCOPES, Actor
+from lair.registry.service.permissions import PERMISSIONS, Resource, ensure
+
+SERVICE = Path(__file__).resolve().parents[3] / "src" / "lair" / "registry" / "service"
+OWNER, AUTHOR, OTHER, ADMIN = 1, 2, 3, 4
+RES = Resource(owner_id=OWNER, submitter_id=AUTHOR, user_name="victim")
+ACTORS = {
+    "anonymous": None,
+    "read token": Actor(OTHER, "reader", scopes=("read",)),
+    "other user": Actor(OTHER, "other"),
+    "owner": Actor(OWNER, "owner"),
+    "row author": Actor(AUTHOR, "author"),
+    "admin": Actor(ADMIN, "root", is_admin=True, scopes=SCOPES),
+}
+# action -> the actors allowed (every other signed-in one with the scope: 403; anonymous: 401)
+ALLOWED = {
+    "publish-recipe": {"other user", "owner", "row author", "admin"},
+    "revise-recipe": {"owner", "admin"},
+    "fork-recipe": {"other user", "owner", "row author", "admin"},
+    "vote": {"other user", "owner", "row author", "admin"},
+    "retract-row": {"owner", "row author", "admin"},
+    "hide-recipe": {"admin"},
+    "hide-user": {"admin"},
+    "upload-report": {"other user", "owner", "row author", "admin"},
+    "issue-token": {"other user", "owner", "row author", "admin"},
+    "revoke-token": {"other user", "owner", "row author", "admin"},
+}
+
+
+def test_the_table_lists_exactly_the_actions_of_the_registry() -> None:
+    assert set(PERMISSIONS) == set(ALLOWED)
+
+
+@pytest.mark.parametrize("action", sorted(ALLOWED))
+@pytest.mark.parametrize("who", list(ACTORS))
+def test_each_rule_for_each_actor(action: str, who: str) -> None:
+    actor = ACTORS[who]
+    if who in ALLOWED[action]:
+        assert ensure(actor, action, RES) is actor
+        return
+    with pytest.raises(RegistryError) as refused:
+        ensure(actor, action, RES)
+    assert refused.value.status == (401 if actor is None else 403)
+    if who == "read token":
+        assert refused.value.message == "this token lacks the 'publish' scope"
+
+
+def test_an_admin_never_hides_their_own_account() -> None:
+    with pytest.raises(RegistryError) as refused:
+        ensure(ACTORS["admin"], "hide-user", Resource(user_name="root"))
+    assert (refused.value.status, refused.value.message) == (403, "an admin cannot hide their own account")
+
+
+def test_authorization_lives_in_one_place() -> None:
+    sources = {p.name: p.read_text() for p in SERVICE.glob("*.py")}
+    raising = [n for n, text in sources.items() if re.search(r"RegistryError\(\s*403", text)]
+    # identities.py refuses a hidden account's provider sign-in: authentication, not a write's right
+    assert sorted(raising) == ["identities.py", "permissions.py"]
+    writes = [text for name, text in sources.items() if name != "permissions.py"]
+    checked = {m for text in writes for m in re.findall(r'ensure\(\s*\w+,\s*"([a-z-]+)"', text)}
+    assert checked == set(PERMISSIONS)
