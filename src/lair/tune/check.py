@@ -164,11 +164,16 @@ def fit_check(
         facts = _facts(recipe, recipe_dir)
         if facts is None:
             return None, f"{NOT_CHECKED}: no model facts"
-        res = fit(facts, hardware, _layout(recipe, recipe_dir), context=context, concurrency=concurrency)
+        layout = _layout(recipe, recipe_dir)
+        res = fit(facts, hardware, layout, context=context, concurrency=concurrency)
     except FitError as exc:
         return None, f"{NOT_CHECKED}: {exc.message}"
+    why = "; ".join(res.reasons or ["not enough memory"])
     if res.verdict == "does-not-fit":
-        return "lair fit: does not fit: " + "; ".join(res.reasons or ["not enough memory"]), "lair fit"
+        return f"lair fit: does not fit: {why}", "lair fit"
+    asked = layout.cpu_offload_bytes or layout.expert_offload or layout.ssd_offload
+    if res.verdict == "fits-with-offload" and recipe.engine in ("vllm", "sglang") and not asked:
+        return f"lair fit: fits only with offload, which the recipe does not ask for: {why}", "lair fit"
     return None, f"lair fit: {res.verdict}"
 
 
