@@ -32,7 +32,7 @@ def _constraints(trial: optuna.trial.FrozenTrial) -> Sequence[float]:
 def _grid(grid: dict[str, list[str]], seed: int | None) -> Any:
     from optuna.samplers import GridSampler
 
-    class Grid(GridSampler):  # type: ignore[misc]
+    class Grid(GridSampler):
         """Optuna's grid without its ``study.stop()`` once the grid is covered (that works only inside
         ``optimize``; the tune stops itself when every candidate was tried)."""
 
