@@ -160,13 +160,15 @@ def _backup_parsers(rs: Any) -> None:
 @contextlib.contextmanager
 def _store(db: str | None, blobs: str | None) -> Iterator[tuple[str, Any]]:
     """The database URL and the blob store ``--blobs`` names (on that database's engine)."""
-    from lair.registry.db.engine import connect_url, default_url, make_engine
+    from lair.registry.db.engine import connect_url, make_engine
     from lair.registry.service.blobs import blob_store
+    from lair.registry.settings import Settings
 
-    url = connect_url(db or default_url())
+    conf = Settings.from_env()
+    url = connect_url(db or conf.db)
     engine = make_engine(url)
     try:
-        yield url, blob_store(blobs, db_url=url, engine=engine)
+        yield url, blob_store(blobs or conf.blobs or None, db_url=url, engine=engine)
     finally:
         engine.dispose()
 

@@ -19,6 +19,7 @@ from lair.registry.service.blobs import (
     blob_store,
     register_blob_store,
 )
+from lair.registry.settings import Settings
 
 BINARY = bytes(range(256)) * 3 + b"\x00\r\n"
 
@@ -92,8 +93,8 @@ def test_urls_pick_the_store(tmp_path: Path, engine: Engine, monkeypatch: pytest
     assert isinstance(by_path, FileBlobStore) and by_path.root == tmp_path / "y"
     beside = blob_store(None, db_url=f"sqlite:///{tmp_path}/reg.sqlite3")
     assert isinstance(beside, FileBlobStore) and beside.root == tmp_path / "reg-blobs"
-    monkeypatch.setenv("LAIR_REGISTRY_BLOBS", "db")
-    assert isinstance(blob_store(None, engine=engine), DbBlobStore)
+    monkeypatch.setenv("LAIR_REGISTRY_BLOBS", "db")  # read by the settings table, not by blob_store
+    assert isinstance(blob_store(Settings.from_env().blobs, engine=engine), DbBlobStore)
     with pytest.raises(RegistryError) as exc:
         blob_store("gs://bucket/prefix")
     assert exc.value.status == 422 and "no blob store for gs:// URLs" in exc.value.message

@@ -7,7 +7,6 @@ this package (``migrations/versions/NNNN_*.py``), run on the engine's own connec
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +18,11 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 
 
 def default_url() -> str:
-    """``LAIR_REGISTRY_DB``, else a SQLite file under ``LAIR_HOME``, else in the user's data dir."""
-    env = os.environ.get("LAIR_REGISTRY_DB")
-    if env:
-        return connect_url(env)
-    if os.environ.get("LAIR_HOME"):
-        folder = Path(os.environ["LAIR_HOME"]) / "registry"
-    else:
-        from platformdirs import user_data_path
+    """The database of :class:`~lair.registry.settings.Settings` (``LAIR_REGISTRY_DB``, else a SQLite
+    file under ``LAIR_HOME``, else in the user's data dir)."""
+    from lair.registry.settings import Settings
 
-        folder = user_data_path("lair", appauthor=False)
-    return f"sqlite:///{folder / 'registry.sqlite3'}"
+    return connect_url(Settings.from_env().db)
 
 
 def connect_url(url: str) -> str:

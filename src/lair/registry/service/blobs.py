@@ -331,7 +331,6 @@ def blob_store(
     spec: str | None = None, *, db_url: str | None = None, engine: Engine | None = None
 ) -> BlobStore:
     """The store ``spec`` names (see the module doc); ``engine`` is the registry's database."""
-    spec = spec or os.environ.get("LAIR_REGISTRY_BLOBS")
     if not spec:
         return FileBlobStore(_default_root(db_url))
     if spec == "db":

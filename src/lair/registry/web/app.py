@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import sys
 from collections.abc import Mapping, Sequence
@@ -19,11 +18,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from lair.errors import RegistryError
-from lair.registry.db.engine import connect_url, default_url, make_engine
+from lair.registry.db.engine import connect_url, make_engine
 from lair.registry.oauth import Provider, load_providers
 from lair.registry.service.blobs import blob_store
 from lair.registry.service.outage import Unavailable, unavailable
+from lair.registry.settings import Settings
 from lair.registry.web import matrix_routes, pages, report_routes, routes, writes
+from lair.registry.web.auth import RateLimits
 from lair.registry.web.cache import ResponseCache, make_versions
 from lair.registry.web.hosts import allowed_hosts as hosts_for
 from lair.registry.web.middleware import CacheMiddleware, unavailable_response
@@ -141,18 +142,20 @@ def _routes() -> list[Any]:
 def create_app(
     db_url: str | None = None,
     *,
+    settings: Settings | None = None,
     public_url: str | None = None,
     cache_bytes: int | None = None,
     blobs: str | None = None,
     oauth: Mapping[str, Provider] | None = None,
     allowed_hosts: Sequence[str] | None = None,
 ) -> Any:
-    """The app over ``db_url``; report files go to the blob store ``blobs`` (see ``blob_store``);
-    ``oauth``: the sign-in providers (default: those configured in the environment); ``public_url``
-    and ``allowed_hosts`` (default: ``LAIR_REGISTRY_PUBLIC_URL``, ``LAIR_REGISTRY_ALLOWED_HOSTS``):
-    the names answered and where absolute URLs come from (:mod:`~lair.registry.web.hosts`)."""
-    url = connect_url(db_url or default_url())
-    providers = load_providers(os.environ) if oauth is None else oauth
+    """The app of ``settings`` (default: :meth:`Settings.from_env`, the registry's one settings
+    table); the keyword arguments override single settings: the database, the blob store (see
+    ``blob_store``), the sign-in providers, the public URL and allowed hosts (the names answered and
+    where absolute URLs come from, :mod:`~lair.registry.web.hosts`), the response cache's size."""
+    conf = settings or Settings.from_env()
+    url = connect_url(db_url or conf.db)
+    providers = load_providers(conf.environ) if oauth is None else oauth
     engine = make_engine(url)
     versions = make_versions(url)
 
@@ -162,7 +165,7 @@ def create_app(
         await versions.close()
         engine.dispose()
 
-    public = (public_url or os.environ.get("LAIR_REGISTRY_PUBLIC_URL") or "").rstrip("/")
+    public = (public_url or conf.public_url).rstrip("/")
     auth = [Mount("/auth", _oauth(providers, public))] if providers else []
     app = Starlette(
         routes=_routes() + auth,
@@ -176,16 +179,15 @@ def create_app(
         },
         lifespan=lifespan,
     )
+    app.state.settings = conf
+    app.state.limits = RateLimits(conf.redis)
     app.state.engine = engine
-    app.state.blobs = blob_store(blobs, db_url=url, engine=engine)
+    app.state.blobs = blob_store(blobs or conf.blobs or None, db_url=url, engine=engine)
     app.state.public_url = public
-    env_hosts = [os.environ.get("LAIR_REGISTRY_ALLOWED_HOSTS", "")]
-    names = allowed_hosts if allowed_hosts is not None else env_hosts
+    names = allowed_hosts if allowed_hosts is not None else [",".join(conf.allowed_hosts)]
     app.state.allowed_hosts = hosts_for(public, names)
     app.state.oauth_providers = [{"name": p.name, "title": p.title} for p in providers.values()]
-    size = (
-        cache_bytes if cache_bytes is not None else int(os.environ.get("LAIR_REGISTRY_CACHE_MB", "64")) << 20
-    )
+    size = cache_bytes if cache_bytes is not None else conf.cache_mb << 20
     return CacheMiddleware(app, versions, ResponseCache(size) if size > 0 else None)
 
 
@@ -209,7 +211,7 @@ def factory() -> Any:
     milliseconds, which showed up as the p99 of cached responses."""
     import gc
 
-    app = create_app(os.environ.get("LAIR_REGISTRY_DB"))
+    app = create_app(settings=Settings.from_env())
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)

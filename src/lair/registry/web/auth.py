@@ -12,14 +12,15 @@
   when a script sets it, and a cross-origin script may do so only after a CORS preflight, which this
   server never grants (it sends no ``Access-Control-Allow-*`` headers). A forged cross-site request
   therefore never carries a token, and a token holder is not a browser riding on ambient cookies.
-- Rate limits use the ``limits`` library: in memory, or Redis when ``LAIR_REGISTRY_REDIS`` is set.
+- Rate limits use the ``limits`` library, one limiter per app (:class:`RateLimits`, built by
+  ``create_app`` from its settings): in memory, or Redis when the ``redis`` setting is given, so several
+  processes share one count.
 """
 
 from __future__ import annotations
 
 import hmac
-import os
-from functools import cache
+import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -94,27 +95,43 @@ def check_csrf(request: Request, actor: Actor | None, form_token: str | None = N
         )
 
 
-@cache
-def _limiter() -> Any:
-    from limits import storage, strategies
+class RateLimits:
+    """One app's moving-window limiter (memory, or Redis at ``redis_url``)."""
 
-    url = os.environ.get("LAIR_REGISTRY_REDIS")
-    store = storage.storage_from_string(url) if url else storage.MemoryStorage()
-    return strategies.MovingWindowRateLimiter(store)
+    def __init__(self, redis_url: str = "") -> None:
+        from limits import storage, strategies
+
+        self.storage = storage.storage_from_string(redis_url) if redis_url else storage.MemoryStorage()
+        self.limiter = strategies.MovingWindowRateLimiter(self.storage)
+        _LIVE.add(self)
+
+    def hit(self, rule: str, *keys: str) -> bool:
+        from limits import parse
+
+        return bool(self.limiter.hit(parse(rule), "lair", *keys))
+
+    def reset(self) -> None:
+        self.storage.reset()
 
 
-def limit(rule: str, *keys: str) -> None:
-    """Raise 429 when ``rule`` (e.g. ``"10/minute"``) is exceeded for ``keys``."""
-    from limits import parse
+_LIVE: weakref.WeakSet[RateLimits] = weakref.WeakSet()
 
-    item = parse(rule)
-    if not _limiter().hit(item, "lair", *keys):
+
+def limit(request: Request, rule: str, *keys: str) -> None:
+    """Raise 429 when ``rule`` (e.g. ``"10/minute"``) is exceeded for ``keys`` on this app."""
+    if not request.app.state.limits.hit(rule, *keys):
         raise RegistryError(429, "rate_limited", f"too many requests (limit {rule})", hint="wait a minute")
 
 
+def write_limit(request: Request) -> str:
+    """The write rate limit of this app's settings."""
+    return str(request.app.state.settings.write_limit)
+
+
 def reset_limits() -> None:
-    """Forget the limiter (tests switch storages through the environment)."""
-    _limiter.cache_clear()
+    """Forget every live app's counts (tests that make many writes through one app)."""
+    for limits in list(_LIVE):
+        limits.reset()
 
 
-__all__ += ["reset_limits"]
+__all__ += ["RateLimits", "reset_limits", "write_limit"]

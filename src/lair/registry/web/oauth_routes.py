@@ -107,8 +107,8 @@ async def login(request: Request) -> Response:
 async def callback(request: Request) -> Response:
     client, p = _provider(request)
     try:
-        limit(SIGNIN_LIMITS[0], "signin", _address(request), p.name)
-        limit(SIGNIN_LIMITS[1], "signin", _address(request))
+        limit(request, SIGNIN_LIMITS[0], "signin", _address(request), p.name)
+        limit(request, SIGNIN_LIMITS[1], "signin", _address(request))
         who = await _identity(client, p, request)
         sid = _sign_in(request, who)
     except RegistryError as exc:

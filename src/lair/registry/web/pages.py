@@ -15,7 +15,7 @@ from lair.errors import RegistryError
 from lair.registry.service import community, read
 from lair.registry.service.accounts import authenticate, create_user, revoke_session, rotate_session
 from lair.registry.service.secrets import redact
-from lair.registry.web.auth import COOKIE, actor_of, check_csrf, limit
+from lair.registry.web.auth import COOKIE, actor_of, check_csrf, limit, write_limit
 from lair.registry.web.render import html
 from lair.registry.web.writes import (
     SIGNIN_LIMITS,
@@ -23,7 +23,6 @@ from lair.registry.web.writes import (
     _address,
     _end_session_cookie,
     _session_cookie,
-    write_limit,
 )
 
 __all__ = [
@@ -79,7 +78,7 @@ async def _signed_in(request: Request, name: str, password: str, *, new: bool) -
 async def sign_up_post(request: Request) -> Response:
     f = await _form(request)
     try:
-        limit(SIGNUP_LIMIT, "signup", _address(request))
+        limit(request, SIGNUP_LIMIT, "signup", _address(request))
         return await _signed_in(request, f.get("name", ""), f.get("password", ""), new=True)
     except RegistryError as exc:
         return account_page(request, "signup", exc.message, exc.status)
@@ -89,8 +88,8 @@ async def sign_in_post(request: Request) -> Response:
     f = await _form(request)
     name = f.get("name", "")
     try:
-        limit(SIGNIN_LIMITS[0], "signin", _address(request), name)
-        limit(SIGNIN_LIMITS[1], "signin", _address(request))
+        limit(request, SIGNIN_LIMITS[0], "signin", _address(request), name)
+        limit(request, SIGNIN_LIMITS[1], "signin", _address(request))
         return await _signed_in(request, name, f.get("password", ""), new=False)
     except RegistryError as exc:
         return account_page(request, "signin", exc.message, exc.status)
@@ -100,7 +99,7 @@ def _actor_checked(request: Request, conn: Any, form: dict[str, str]) -> Any:
     actor = actor_of(request, conn)
     if actor is not None:
         check_csrf(request, actor, form.get("csrf"))
-        limit(write_limit(), "write", actor.name)
+        limit(request, write_limit(request), "write", actor.name)
     return actor
 
 

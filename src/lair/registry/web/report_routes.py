@@ -29,9 +29,8 @@ from lair.registry.service.archive import MAX_ARCHIVE_BYTES, refuse
 from lair.registry.service.blobs import BlobStore
 from lair.registry.service.outage import Unavailable
 from lair.registry.service.replication import parse_replicates
-from lair.registry.web.auth import actor_of, check_csrf, limit
+from lair.registry.web.auth import actor_of, check_csrf, limit, write_limit
 from lair.registry.web.render import html, json_response
-from lair.registry.web.writes import write_limit
 from lair.replication import RowRef
 
 __all__ = ["report_file", "report_json", "report_page", "submit"]
@@ -49,7 +48,7 @@ def _uploader(request: Request, actor: Actor | None) -> Actor:
         )
     if not actor.can("publish"):
         raise RegistryError(403, "forbidden", "this token lacks the 'publish' scope")
-    limit(write_limit(), "write", actor.name)
+    limit(request, write_limit(request), "write", actor.name)
     return actor
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -16,7 +15,7 @@ from starlette.responses import Response
 from lair.errors import RegistryError
 from lair.registry.service import community
 from lair.registry.service.accounts import Actor
-from lair.registry.web.auth import actor_of, check_csrf, limit
+from lair.registry.web.auth import actor_of, check_csrf, limit, write_limit
 from lair.registry.web.render import json_response
 
 __all__ = ["create_recipe", "create_revision", "diff", "fork", "retract", "vote"]
@@ -24,10 +23,6 @@ __all__ = ["create_recipe", "create_revision", "diff", "fork", "retract", "vote"
 MAX_BODY = community.MAX_RECIPE_BYTES + 16 * 1024
 SIGNIN_LIMITS = ("10/minute", "30/hour")  # per name and address, then per address
 SIGNUP_LIMIT = "5/minute"
-
-
-def write_limit() -> str:
-    return os.environ.get("LAIR_REGISTRY_WRITE_LIMIT", "60/minute")
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -59,7 +54,7 @@ def _writing(request: Request) -> Iterator[tuple[Connection, Actor | None]]:
         actor = actor_of(request, conn)
         check_csrf(request, actor)
         who = actor.name if actor else (request.client.host if request.client else "-")
-        limit(write_limit(), "write", who)
+        limit(request, write_limit(request), "write", who)
         yield conn, actor
 
 
@@ -171,7 +166,7 @@ async def sign_up(request: Request) -> Response:
 
     data = await _json_body(request)
     name, password = _str(data, "name"), _str(data, "password")
-    limit(SIGNUP_LIMIT, "signup", _address(request))
+    limit(request, SIGNUP_LIMIT, "signup", _address(request))
 
     def made() -> tuple[str, str]:  # argon2 (about 0.25 s) on a worker thread, never on the loop
         with request.app.state.engine.begin() as conn:
@@ -191,8 +186,8 @@ async def sign_in(request: Request) -> Response:
 
     data = await _json_body(request)
     name, password = _str(data, "name"), _str(data, "password")
-    limit(SIGNIN_LIMITS[0], "signin", _address(request), name)
-    limit(SIGNIN_LIMITS[1], "signin", _address(request))
+    limit(request, SIGNIN_LIMITS[0], "signin", _address(request), name)
+    limit(request, SIGNIN_LIMITS[1], "signin", _address(request))
 
     def signed_in() -> tuple[Actor, str, str]:  # argon2 on a worker thread, never on the loop
         with request.app.state.engine.begin() as conn:

@@ -1,0 +1,78 @@
+"""The registry's one settings table: every setting read from its variable by ``Settings.from_env``
+alone (a guard: no other registry module reads ``os.environ`` but the entry point and the S3
+credential chain), and each app with its own rate limiter, so two apps in one process (two tests,
+two sites) never share a count."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from starlette.testclient import TestClient
+
+from lair.registry.db.engine import make_engine, migrate
+from lair.registry.service.accounts import create_token, create_user
+from lair.registry.service.publish import seed_examples
+from lair.registry.settings import SETTINGS, Settings
+from lair.registry.web.app import create_app
+
+REGISTRY = Path(__file__).resolve().parents[3] / "src" / "lair" / "registry"
+
+
+def test_every_setting_comes_from_its_variable() -> None:
+    env = {
+        "LAIR_REGISTRY_DB": "sqlite:////srv/r.sqlite3",
+        "LAIR_REGISTRY_PUBLIC_URL": "https://recipes.example/",
+        "LAIR_REGISTRY_ALLOWED_HOSTS": "a.example, b.example,",
+        "LAIR_REGISTRY_BLOBS": "s3://bucket/p",
+        "LAIR_REGISTRY_CACHE_MB": "0",
+        "LAIR_REGISTRY_REDIS": "redis://127.0.0.1:6379/3",
+        "LAIR_REGISTRY_WRITE_LIMIT": "5/minute",
+    }
+    assert {s.env for s in SETTINGS} == set(env)
+    conf = Settings.from_env(env)
+    assert (conf.db, conf.public_url, conf.allowed_hosts) == (
+        "sqlite:////srv/r.sqlite3",
+        "https://recipes.example",
+        ("a.example", "b.example"),
+    )
+    assert (conf.blobs, conf.cache_mb, conf.redis, conf.write_limit) == (
+        "s3://bucket/p",
+        0,
+        "redis://127.0.0.1:6379/3",
+        "5/minute",
+    )
+    assert Settings.from_env({"LAIR_HOME": "/h"}).db == "sqlite:////h/registry/registry.sqlite3"
+    assert Settings.from_env({}).write_limit == "60/minute"
+
+
+def test_only_the_settings_table_and_the_entry_point_read_the_environment() -> None:
+    readers = sorted(
+        str(p.relative_to(REGISTRY))
+        for p in REGISTRY.rglob("*.py")
+        if re.search(r"os\.environ|os\.getenv", p.read_text())
+    )
+    # serve.py: the entry point hands flags to its workers; backup.py: pg_dump's own environment;
+    # blobs.py: the AWS credential chain (AWS_* variables), read as boto3 reads them
+    assert readers == ["serve.py", "service/backup.py", "service/blobs.py", "settings.py"]
+
+
+def test_each_app_has_its_own_rate_limits(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'r.sqlite3'}"
+    engine = make_engine(url)
+    migrate(engine)
+    with engine.begin() as conn:
+        seed_examples(conn)
+        token = create_token(conn, create_user(conn, "voter"), "cli")
+    engine.dispose()
+    strict = create_app(
+        settings=Settings.from_env({"LAIR_REGISTRY_DB": url, "LAIR_REGISTRY_WRITE_LIMIT": "2/minute"})
+    )
+    with TestClient(strict) as a:
+        auth = {"authorization": f"Bearer {token}"}
+        answers = [a.put("/api/v1/recipes/tiny-cpu/vote", headers=auth).status_code for _ in range(3)]
+        assert answers == [200, 200, 429]
+        other = create_app(settings=Settings.from_env({"LAIR_REGISTRY_DB": url}))  # same database, own limits
+        with TestClient(other) as b:
+            assert b.put("/api/v1/recipes/tiny-cpu/vote", headers=auth).status_code == 200
+        assert a.put("/api/v1/recipes/tiny-cpu/vote", headers=auth).status_code == 429  # still over its own
