@@ -42,6 +42,7 @@ __all__ = [
     "MAX_RECIPE_BYTES",
     "diff",
     "fork",
+    "has_voted",
     "hide_recipe",
     "publish_recipe",
     "retract",
@@ -169,6 +170,12 @@ def vote(conn: Connection, actor: Actor | None, slug: str, on: bool) -> int:
     ).scalar_one()
     changed(conn, [row.id], lists=False)  # lists show the count within VOTE_TTL_S (web.cache)
     return int(votes)
+
+
+def has_voted(conn: Connection, user_id: int, recipe_id: int) -> bool:
+    """Whether the user's one vote is on the recipe (the page's vote button shows it)."""
+    stmt = sa.select(VOTES.c.user_id).where(VOTES.c.user_id == user_id, VOTES.c.recipe_id == recipe_id)
+    return conn.execute(stmt).first() is not None
 
 
 def retract(

@@ -55,13 +55,10 @@ def _conn(request: Request) -> Iterator[Connection]:
 
 
 def _voted(request: Request, user_id: int, recipe_id: int) -> bool:
-    import sqlalchemy as sa
-
-    from lair.registry.service.community import VOTES
+    from lair.registry.service.community import has_voted
 
     with _conn(request) as conn:
-        stmt = sa.select(VOTES.c.user_id).where(VOTES.c.user_id == user_id, VOTES.c.recipe_id == recipe_id)
-        return conn.execute(stmt).first() is not None
+        return has_voted(conn, user_id, recipe_id)
 
 
 def _base(request: Request) -> str:
