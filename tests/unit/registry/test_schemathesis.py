@@ -260,7 +260,9 @@ def test_every_write_operation_declares_security(api_schema: Any, tmp_path: Path
     assert sorted(op["operationId"] for op in writes.values()) == sorted(WRITES)
     assert set(writes) <= unsafe_routes(create_app(connect_url(str(tmp_path / "r.sqlite3"))))
     reads = [op for item in doc["paths"].values() for m, op in item.items() if m == "get"]
-    assert all("security" not in op for op in reads)  # reads are public
+    assert all("security" not in op for op in reads if op["operationId"] != "getMe")  # reads are public
+    me = doc["paths"]["/api/v1/me"]["get"]  # who am I: a token's or a session's own account
+    assert {"bearer": []} in me["security"] and "401" in me["responses"]
 
 
 def test_a_stored_report_and_its_raw_files_answer_200_in_their_schemas(api_schema: Any) -> None:

@@ -609,6 +609,7 @@ def openapi_document(base: str) -> dict[str, Any]:
         | _hide_paths()
         | _submit_path()
         | _token_path()
+        | _me_path()
         | {"/api/v1/recipes": _paths()["/api/v1/recipes"] | _publish_op()},
         "components": {"schemas": _schemas(), "securitySchemes": SECURITY_SCHEMES},
     }
@@ -619,6 +620,19 @@ def _publish_op() -> dict[str, Any]:
     body = _body({"toml": {"type": "string"}, "notes": {"type": "string"}}, ["toml"])
     op = {"operationId": "publishRecipe", "requestBody": body, "responses": _write_responses(pub)}
     return {"post": _write(op)}
+
+
+def _me_path() -> dict[str, Any]:
+    """``GET /api/v1/me``: the account a token or session acts as (``lair login`` checks a token with it)."""
+    me = _obj({"name": {"type": "string"}, "admin": {"type": "boolean"},
+               "scopes": {"type": "array", "items": {"enum": ["read", "publish"]}}})  # fmt: skip
+    err = {"content": {"application/json": {"schema": _ref("Error")}}}
+    responses = {
+        "200": {"description": "the signed-in account", "content": {"application/json": {"schema": me}}}
+    }
+    responses["401"] = {"description": "anonymous, or a bad token", **err}
+    op = {"operationId": "getMe", "responses": responses, "security": [{"bearer": []}, {"session": []}]}
+    return {"/api/v1/me": {"get": op}}
 
 
 def _token_path() -> dict[str, Any]:
