@@ -32,6 +32,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lair.cli.fit_cmds": ("fit",),
     "lair.cli.registry_cmds": ("serve", "registry"),
     "lair.cli.client_cmds": ("login", "search", "pull", "push", "submit"),
+    "lair.cli.reproduce_cmds": ("reproduce", "rebench"),
     "lair.cli.demo_cmds": ("demo",),
     "lair.cli.completion": ("completion",),
 }

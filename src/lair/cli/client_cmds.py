@@ -15,7 +15,7 @@ from lair.cli._common import dump_json, err
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["register", "submit_report"]
+__all__ = ["pull_revision", "register", "submit_report"]
 
 
 def register(sub: Any) -> None:
@@ -157,18 +157,15 @@ def _split_ref(ref: str) -> tuple[str, int | None]:
     return slug, int(rev) if at else None
 
 
-def cmd_pull(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+def pull_revision(client: Any, slug: str, rev: int | None, out: Path) -> tuple[dict[str, Any], str]:
+    """Download a revision to ``out``, check its sha256 and stamp it untrusted (``lair pull``);
+    (the revision's JSON document, its sha256)."""
     from lair.errors import LairError, RegistryError
     from lair.launch.trust_store import stamp_pulled
     from lair.recipe import load_recipe
     from lair.recipe.digest import model_sha256
 
-    slug, rev = _split_ref(args.ref)
-    client = _client()
     doc = client.recipe(slug, rev)
-    out = Path(args.output or f"{slug}.toml")
     out.write_text(client.recipe_toml(slug, rev), encoding="utf-8")
     try:
         sha = model_sha256(load_recipe(out))
@@ -177,8 +174,16 @@ def cmd_pull(args: argparse.Namespace) -> int:
     except LairError:
         out.unlink()  # not the revision: nothing of it stays, to be planned as the user's own
         raise
-    revision = int(doc["revision"])
-    stamp_pulled(out, registry=client.creds.url, slug=slug, revision=revision, sha256=sha)
+    stamp_pulled(out, registry=client.creds.url, slug=slug, revision=int(doc["revision"]), sha256=sha)
+    return doc, sha
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    slug, rev = _split_ref(args.ref)
+    out = Path(args.output or f"{slug}.toml")
+    doc, sha = pull_revision(_client(), slug, rev, out)
     if args.json:
         dump_json({"ok": True, "slug": slug, "revision": doc["revision"], "sha256": sha, "file": str(out)})
     else:
@@ -316,11 +321,12 @@ def cmd_push(args: argparse.Namespace) -> int:
     return 0
 
 
-def submit_report(folder: str | Path) -> dict[str, Any]:
-    """Pack and upload one report folder; the server's answer (raises RegistryError when refused)."""
+def submit_report(folder: str | Path, client: Any = None, replicates: str | None = None) -> dict[str, Any]:
+    """Pack and upload one report folder (``replicates``: as a replication attempt of that row id);
+    the server's answer (raises RegistryError when refused)."""
     from lair.client import pack_report
 
-    return dict(_client().submit(pack_report(folder)))
+    return dict((client or _client()).submit(pack_report(folder), replicates))
 
 
 def _say_stored(res: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from lair.cli._common import dump_json, err
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["register"]
+__all__ = ["fit_recipe", "register"]
 
 
 def register(sub: Any) -> None:
@@ -64,6 +64,23 @@ def register(sub: Any) -> None:
 def cmd_fit(args: argparse.Namespace) -> int:
     if args.list_gpus:
         return _list_gpus(args)
+    out = _summary(args)
+    if args.json:
+        dump_json(out)
+    else:
+        print(_render(out))
+    return 0 if out["verdict"] != "does-not-fit" else 1
+
+
+def fit_recipe(file: str, *options: str) -> dict[str, Any]:
+    """What ``lair fit FILE OPTIONS... --json`` prints (``--rig R``, ``--gpu G``, ``--context N``...);
+    raises FitError as the command does."""
+    parser = argparse.ArgumentParser(prog="lair")
+    register(parser.add_subparsers())
+    return _summary(parser.parse_args(["fit", file, *options]))
+
+
+def _summary(args: argparse.Namespace) -> dict[str, Any]:
     from lair.fit import Measured
     from lair.fit.summary import fit_summary
 
@@ -79,11 +96,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         measured=[Measured(**r) for r in rows],
     )
-    if args.json:
-        dump_json(out)
-    else:
-        print(_render(out))
-    return 0 if out["verdict"] != "does-not-fit" else 1
+    return out
 
 
 def _measured(row: Any) -> dict[str, Any]:

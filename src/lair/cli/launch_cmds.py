@@ -487,3 +487,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if args.all and not records:
         err("no active runs")
     return 0
+
+
+__all__ += ["bench_report"]
+bench_report = _bench_report

@@ -7,7 +7,9 @@
     Client(creds).recipe(slug)    GET  /api/v1/recipes/<slug>.json
     Client(creds).recipe_toml()   GET  /api/v1/recipes/<slug>.toml | /revisions/<n>.toml
     Client(creds).push(...)       POST /api/v1/recipes | /api/v1/recipes/<slug>/revisions
-    Client(creds).submit(data)    POST /api/v1/reports (a report folder as .tar.gz)
+    Client(creds).submit(data)    POST /api/v1/reports (a report folder as .tar.gz; ?replicates=ROW)
+    Client(creds).report(id)      GET  /api/v1/reports/<id> (summary, fingerprint)
+    Client(creds).report_file()   GET  /reports/<id>/files/<name> (a raw file)
     pack_report(folder)           the .tar.gz of a report folder
 
 Every failure is a :class:`lair.errors.RegistryError` with the server's status, code, message and

@@ -142,9 +142,21 @@ class Client:
         path = f"/api/v1/recipes/{urllib.parse.quote(slug)}/revisions" if slug else "/api/v1/recipes"
         return self._json("POST", path, body, "application/json")
 
-    def submit(self, archive: bytes) -> dict[str, Any]:
-        """Upload a report archive; returns the server's 201 document (id, slug, revision, rows)."""
-        return self._json("POST", "/api/v1/reports", archive, "application/gzip")
+    def submit(self, archive: bytes, replicates: str | None = None) -> dict[str, Any]:
+        """Upload a report archive; returns the server's 201 document (id, slug, revision, rows).
+        ``replicates``: the row id (``SLUG@REV#ROW``) the report is a replication attempt of."""
+        query = "?" + urllib.parse.urlencode({"replicates": replicates}) if replicates else ""
+        return self._json("POST", "/api/v1/reports" + query, archive, "application/gzip")
+
+    def report(self, report_id: str) -> dict[str, Any]:
+        """A stored report's summary: revision, rig fingerprint, fingerprint, file names."""
+        return self._json("GET", f"/api/v1/reports/{urllib.parse.quote(report_id)}")
+
+    def report_file(self, report_id: str, name: str) -> bytes:
+        """One raw file of a stored report (``results.json``, ``requests.jsonl``...)."""
+        return self._call(
+            "GET", f"/reports/{urllib.parse.quote(report_id)}/files/{urllib.parse.quote(name)}"
+        )[1]
 
 
 def pack_report(folder: str | Path) -> bytes:

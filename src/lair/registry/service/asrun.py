@@ -4,7 +4,8 @@ The report keeps the file as run (placeholders resolved, secret values ``***``).
 walked together: every key and every non-string value must be equal; a string of the revision that
 names placeholders (``{MODEL_DIR}/x.gguf``) must match the string as run with each placeholder bound to
 one value throughout the recipe; ``meta``, ``placeholders`` and ``schema_version`` are never
-resolved, so they must be equal as they are.
+resolved, so they must be equal as they are. A ``[meta.source]`` stamp (a copy made by ``lair pull``)
+is left out, as the revision's sha256 leaves it out: a pulled revision's runs are that revision's.
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ def check_as_run(revision_toml: str, as_run_text: str) -> list[str]:
         ran = to_data(Recipe.model_validate(tomllib.loads(as_run_text)))
     except (tomllib.TOMLDecodeError, ValidationError) as exc:
         return [f"recipe as run does not load: {str(exc).splitlines()[0]}"]
+    meta = ran.get("meta")
+    if isinstance(meta, dict):  # lair pull's [meta.source] stamp: where the copy came from, as the
+        meta.pop("source", None)  # revision's sha256 leaves it out (lair.recipe.digest)
     walk = _Walk()
     walk.node("", to_data(recipe_from_canonical(revision_toml)), ran, True)
     return walk.reasons

@@ -1,0 +1,399 @@
+"""The flow of ``lair reproduce``: a published row, run again on this rig, side by side.
+
+    resolve(client, ref)      the row(s) a reference names, their report's options and band
+    pull + prepare            the revision pulled (untrusted), planned: acceptance shown or asked
+    check_fit                 lair fit on the rig's GPUs (skipped for a CPU-only recipe); stops here
+    pin_image                 the exact image digest of their run, tagged as the recipe's image
+    launch + bench            lair launch's code path, the row's cells with the report's options
+    compare                   theirs, yours, delta %, inside/outside the band (lair.replication)
+    submit (--submit)         the report uploaded with ?replicates=ROW: the registry's own verdict
+
+Every step reuses the command that owns it (``lair pull``'s :func:`pull_revision`, ``lair fit``'s
+:func:`fit_recipe`, ``lair launch``'s request and report); nothing here re-implements them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lair.cli._common import err
+from lair.errors import ConfigError, FitError
+from lair.replication import NOT_REPRODUCED, REPLICATED, Comparison, RecipeRef, RowRef, compare, verdict
+
+__all__ = [
+    "EXIT_NOT_FIT",
+    "EXIT_NOT_REPRODUCED",
+    "Options",
+    "Outcome",
+    "Theirs",
+    "reproduce",
+    "resolve",
+]
+
+EXIT_NOT_FIT = 7
+"""``lair reproduce`` stopped before launching: ``lair fit`` says it does not fit (or cannot tell)."""
+EXIT_NOT_REPRODUCED = 8
+"""The run finished and at least one figure is outside the row's noise band."""
+
+_BENCH_KEYS = (
+    "decode_tokens", "repeat", "force_output", "fresh_prompts", "warmup_requests", "idle_gap_s",
+    "read_interval_ms", "order", "seed", "request_timeout_s", "scrape_interval_s", "max_context",
+)  # fmt: skip
+"""The bench options of the row's report run again as they were (the cells' definitions)."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RowOutcome(_Model):
+    row_id: str = Field(description="the row reproduced (SLUG@REV#ID)")
+    context: int
+    concurrency: int
+    outcome: str = Field(description="replicated or not-reproduced, by lair.replication's rule")
+    figures: list[dict[str, Any]] = Field(description="theirs, yours, delta_pct, band, inside per figure")
+
+
+class Outcome(_Model):
+    """What ``lair reproduce --json`` prints."""
+
+    ok: bool = True
+    ref: str = Field(description="the row id (or report id) reproduced")
+    registry: str
+    slug: str
+    revision: int
+    recipe_file: str
+    report: str | None = Field(None, description="the new run report folder")
+    fit: dict[str, Any] = Field(
+        default_factory=dict, description="lair fit's verdict and reasons, or why skipped"
+    )
+    engine: dict[str, Any] = Field(
+        default_factory=dict, description="engine name and version, theirs and yours"
+    )
+    image: dict[str, Any] = Field(default_factory=dict, description="image digests, theirs and yours")
+    rows: list[RowOutcome] = Field(default_factory=list)
+    outcome: str = Field(
+        "", description="replicated when every row is, else not-reproduced; not-fit: stopped"
+    )
+    submitted: dict[str, Any] | None = Field(None, description="the registry's answer to --submit")
+
+
+@dataclass
+class Theirs:
+    """One published row with what its report says about how it was measured."""
+
+    row: dict[str, Any]
+    stats: dict[str, Any] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Options:
+    """The command line of ``lair reproduce`` (see its ``--help``)."""
+
+    rig: str | None = None
+    values: dict[str, str] = field(default_factory=dict)
+    accept: bool = False
+    submit: bool = False
+    workdir: Path | None = None
+    skip_fit: bool = False
+    gpu: str | None = None
+    gpus: int | None = None
+
+
+def _pick(doc: dict[str, Any], ref: RecipeRef) -> list[dict[str, Any]]:
+    rows = [m for m in doc.get("measurements") or [] if not m.get("retracted")]
+    if ref.row is not None:
+        chosen = [m for m in rows if m["id"] == ref.row]
+    elif ref.report is not None:
+        chosen = [m for m in rows if m.get("report_id") == ref.report]
+    else:
+        mine = [m for m in rows if m.get("report_id") and m["revision"] == doc["revision"]]
+        newest = max(mine, key=lambda m: (m["created_at"], m["id"]))["report_id"] if mine else None
+        chosen = [m for m in mine if m["report_id"] == newest]
+    if not chosen:
+        what = (
+            f"#{ref.row}"
+            if ref.row is not None
+            else f"#report-{ref.report}"
+            if ref.report
+            else "from a report"
+        )
+        raise ConfigError(
+            f"{ref.slug}@{doc['revision']} has no row {what} to reproduce (or it was retracted)",
+            hint=f"pick a row id on the recipe's page: lair reproduce {ref.slug}@{doc['revision']}#ROW",
+        )
+    return chosen
+
+
+def resolve(client: Any, ref: RecipeRef) -> tuple[dict[str, Any], list[Theirs], RowRef]:
+    """(the revision's document, the rows to reproduce with their reports' options and bands, the id
+    an upload links to). A row named without a revision is looked up in the latest document, then
+    its own revision is used."""
+    from lair.registry.service.replication import cell_stats
+
+    doc = client.recipe(ref.slug, ref.revision)
+    rows = _pick(doc, ref)
+    if rows[0]["revision"] != doc["revision"]:
+        doc = client.recipe(ref.slug, int(rows[0]["revision"]))
+    files: dict[str, tuple[bytes, bytes]] = {}
+    out = []
+    for r in rows:
+        rid = r.get("report_id")
+        if not rid:
+            out.append(Theirs(r))
+            continue
+        if rid not in files:
+            files[rid] = (client.report_file(rid, "results.json"), client.report_file(rid, "requests.jsonl"))
+        results, requests = files[rid]
+        bench = json.loads(results).get("bench") or {}
+        stats = cell_stats(results, requests, int(r["context"]), int(r["concurrency"]))
+        out.append(Theirs(r, stats, bench.get("options") or {}, json.loads(results).get("fingerprint") or {}))
+    slug, rev = ref.slug, int(doc["revision"])
+    link = (
+        RowRef(slug, rev, row=rows[0]["id"])
+        if len(rows) == 1
+        else RowRef(slug, rev, report=rows[0]["report_id"])
+    )
+    return doc, out, link
+
+
+def _cpu_only(recipe: Any) -> bool:
+    return recipe.gpus == "none" or "cpu" in {t.lower() for t in recipe.meta.tags}
+
+
+def _local_gpu() -> tuple[str, int] | None:
+    """The first GPU nvidia-smi names here, by its catalog id, and how many there are."""
+    from lair.fit.catalog import find_device_by_smi_name
+    from lair.report.fingerprint import fingerprint
+
+    gpus = fingerprint(Path.cwd()).get("gpus") or {}
+    for name in gpus.get("models") or []:
+        dev = find_device_by_smi_name(str(name))
+        if dev is not None:
+            return dev.id, int(gpus.get("count") or 1)
+    return None
+
+
+def check_fit(file: Path, recipe: Any, targets: list[Theirs], opts: Options) -> dict[str, Any]:
+    """``lair fit`` of the pulled revision on this rig at the largest cell; raises FitError (the
+    reason) when it does not fit or cannot be checked."""
+    from lair.cli.fit_cmds import fit_recipe
+
+    if opts.skip_fit:
+        return {"verdict": "skipped", "reasons": ["--skip-fit"]}
+    if _cpu_only(recipe):
+        return {"verdict": "skipped", "reasons": ["a CPU-only recipe: lair fit sizes GPUs"]}
+    args = ["--context", str(max(int(t.row["context"]) for t in targets))]
+    args += ["--concurrency", str(max(int(t.row["concurrency"]) for t in targets))]
+    if opts.gpu:
+        args += ["--gpu", opts.gpu] + (["--gpus", str(opts.gpus)] if opts.gpus else [])
+    elif opts.rig and _rig_has_gpu(opts.rig):
+        args += ["--rig", opts.rig]
+    elif (here := _local_gpu()) is not None:
+        args += ["--gpu", here[0], "--gpus", str(here[1])]
+    else:
+        raise FitError(
+            "cannot check the fit: the rig names no GPU and nvidia-smi finds none here",
+            hint="lair rig set R --hardware gpu_model=H200 --hardware gpu_count=1, then --rig R (or --gpu G)",
+        )
+    out = fit_recipe(str(file), *args)
+    if out["verdict"] == "does-not-fit":
+        raise FitError("does not fit: " + "; ".join(out["reasons"]), hint=f"lair fit {file} {' '.join(args)}")
+    return {"verdict": out["verdict"], "reasons": out["reasons"]}
+
+
+def _rig_has_gpu(rig: str) -> bool:
+    from lair.rig import load_rig
+
+    return bool(load_rig(rig).hardware.gpu_model)
+
+
+def _digests(fp: dict[str, Any]) -> list[str]:
+    return [str(d) for d in ((fp.get("image") or {}).get("digests") or [])]
+
+
+def pin_image(recipe: Any, theirs: dict[str, Any]) -> str | None:
+    """Their run's image by its digest, tagged locally as the recipe's image so that the launch runs
+    those exact bytes (``docker pull REPO@sha256:...``; ``docker tag``); None when there is nothing
+    to pin (a native recipe, or their report names no digest)."""
+    import subprocess
+
+    image, digests = recipe.docker_image, _digests(theirs)
+    if not image or not digests or recipe.runtime == "native":
+        return None
+    exact = digests[0]
+    tool = "podman" if recipe.runtime == "podman" else "docker"
+    for argv in ([tool, "pull", exact], [tool, "tag", exact, image]):
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            from lair.errors import LaunchError
+
+            raise LaunchError(
+                f"{' '.join(argv)} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"
+            )
+    return exact
+
+
+def bench_options(targets: list[Theirs], opts: Options) -> Any:
+    """The row's cells (contexts x concurrency) with the bench options of its report."""
+    from dataclasses import fields
+
+    from lair.bench import BenchOptions
+
+    known = {f.name for f in fields(BenchOptions)}
+    given = {k: v for k, v in targets[0].options.items() if k in _BENCH_KEYS and k in known}
+    contexts = sorted({int(t.row["context"]) for t in targets})
+    concurrency = sorted({int(t.row["concurrency"]) for t in targets})
+    bench = BenchOptions(contexts=contexts, concurrency=concurrency, progress=err, **given)
+    if opts.rig:
+        from lair.rig import load_rig
+
+        cost = load_rig(opts.rig).cost
+        bench.power_price_kwh, bench.hardware_cost = cost.power_price_kwh, cost.hardware_cost
+        bench.hardware_life_years = cost.hardware_life_years
+    return bench
+
+
+def compare_rows(slug: str, targets: list[Theirs], cells: list[dict[str, Any]]) -> list[RowOutcome]:
+    """Each target row against your cell of the same context and concurrency."""
+    mine = {(int(c["context"]), int(c["concurrency"])): c for c in cells}
+    out = []
+    for t in targets:
+        key = (int(t.row["context"]), int(t.row["concurrency"]))
+        comps: list[Comparison] = compare(t.row, t.stats, mine.get(key, {}))
+        out.append(
+            RowOutcome(
+                row_id=str(RowRef(slug, int(t.row["revision"]), int(t.row["id"]))),
+                context=key[0],
+                concurrency=key[1],
+                outcome=verdict(comps),
+                figures=[c.as_dict() for c in comps],
+            )
+        )
+    return out
+
+
+def _engine(fp: dict[str, Any]) -> str:
+    e = fp.get("engine") or {}
+    return " ".join(str(x) for x in (e.get("name"), e.get("version")) if x) or str(
+        fp.get("engine_version") or "?"
+    )
+
+
+def _prepare(file: Path, opts: Options) -> Any:
+    """``lair plan``'s preparation of the pulled file: an untrusted recipe's requests are shown and
+    accepted (``-y``, or "y" on a terminal), else the TrustError stops the run."""
+    import sys
+
+    from lair.errors import TrustError
+    from lair.launch import Request, prepare
+
+    req = Request(recipe=str(file), rig=opts.rig, accept=opts.accept, values=dict(opts.values))
+    try:
+        prep = prepare(req, lease=False)
+    except TrustError as exc:
+        if opts.accept or not (sys.stdin.isatty() and sys.stderr.isatty()):
+            raise
+        err(exc.message)
+        sys.stderr.write("accept and go on? [y/N] ")
+        sys.stderr.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            raise
+        req.accept = True
+        prep = prepare(req, lease=False)
+    if prep.acceptance is not None:
+        a = prep.acceptance
+        err(f"untrusted recipe from {a.source}, accepted {a.accepted_at}:")
+        for line in [f"{k}: {v}" for k, vs in a.requests.items() for v in vs] or ["(nothing risky)"]:
+            err(f"  {line}")
+    req.accept = True  # accepted just now (or trusted): the launch plans the same request
+    return req
+
+
+def _run(req: Any, bench: Any, opts: Options) -> tuple[Any, Path]:
+    """``lair launch --bench``'s path: launch, bench the endpoint once ready, stop, write the report."""
+    import argparse
+
+    from lair.bench import run_bench
+    from lair.cli.launch_cmds import bench_report
+    from lair.launch import launch
+
+    got: dict[str, Any] = {}
+
+    def on_ready(res: Any) -> None:
+        got["secrets"] = res.secrets
+        bench.api_key = res.api_key
+        got["result"] = run_bench(res.endpoint.removesuffix("/v1"), bench)
+
+    res = launch(req, detach=False, progress=err, on_ready=on_ready)
+    if "result" not in got:
+        from lair.errors import LaunchError
+
+        raise LaunchError(f"run {res.run_id} ended ({res.state}) before the bench ran")
+    report = bench_report(argparse.Namespace(rig=opts.rig), res.run_id, got["result"], got.get("secrets", []))
+    return got["result"], report
+
+
+def reproduce(client: Any, ref: RecipeRef, opts: Options) -> Outcome:
+    """The whole flow; a FitError or TrustError stops it before anything is launched."""
+    from lair.cli.client_cmds import pull_revision, submit_report
+    from lair.recipe import load_recipe
+
+    doc, targets, link = resolve(client, ref)
+    rev = int(doc["revision"])
+    where = opts.workdir or Path.cwd() / "lair-reproduce" / f"{ref.slug}-{rev}"
+    where.mkdir(parents=True, exist_ok=True)
+    file = where / f"{ref.slug}.toml"
+    pull_revision(client, ref.slug, rev, file)
+    err(f"pulled {ref.slug} revision {rev} into {file} (untrusted)")
+    req = _prepare(file, opts)
+    recipe = load_recipe(file)
+    out = Outcome(
+        ref=str(link), registry=client.creds.url, slug=ref.slug, revision=rev, recipe_file=str(file)
+    )
+    theirs_fp = targets[0].fingerprint
+    try:
+        out.fit = check_fit(file, recipe, targets, opts)
+    except FitError as exc:
+        out.ok, out.outcome = False, "not-fit"
+        out.fit = {"verdict": "does-not-fit", "reasons": [exc.message]}
+        raise _Stopped(out, exc) from None
+    err(f"fit: {out.fit['verdict']} ({'; '.join(out.fit['reasons']) or 'fits'})")
+    pinned = pin_image(recipe, theirs_fp)
+    result, report = _run(req, bench_options(targets, opts), opts)
+    mine_fp = json.loads((report / "fingerprint.json").read_text(encoding="utf-8"))
+    out.report = str(report)
+    out.engine = {"theirs": _engine(theirs_fp), "yours": _engine(mine_fp)}
+    out.image = {"theirs": _digests(theirs_fp), "yours": _digests(mine_fp), "pinned": pinned}
+    out.rows = compare_rows(ref.slug, targets, result.as_dict()["cells"])
+    out.outcome = REPLICATED if all(r.outcome == REPLICATED for r in out.rows) else NOT_REPRODUCED
+    if (failure := result.failure()) is not None:
+        out.ok = False
+        raise _Stopped(out, failure)
+    if opts.submit:
+        from lair.errors import RegistryError
+
+        try:
+            out.submitted = submit_report(report, client, str(link))
+        except RegistryError as exc:  # refused or unreachable: the comparison still stands, the report stays
+            raise _Stopped(out, exc) from None
+    return out
+
+
+class _Stopped(Exception):
+    """The flow stopped with an error after part of the outcome was known (printed with --json)."""
+
+    def __init__(self, outcome: Outcome, error: Any) -> None:
+        super().__init__(str(error))
+        self.outcome, self.error = outcome, error
+
+
+Stopped = _Stopped
+__all__ += ["RowOutcome", "Stopped", "check_fit", "compare_rows", "pin_image"]

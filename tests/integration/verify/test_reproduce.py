@@ -1,0 +1,189 @@
+"""``lair reproduce`` end to end through the real ``lair`` command, against a real ``lair serve``
+(SQLite): a row made by ``lair launch --bench --submit`` is reproduced from its row id (pull,
+acceptance, fit, launch, the row's cells, the side-by-side table) and, with ``--submit``, the row's
+page and JSON show the attempt with the registry's own verdict; a deliberately slowed rig shows "not
+reproduced" with the decode delta.
+
+The rows are CPU-only, so their tier is reported-by-report (no roofline to hold them to; see
+docs/registry-reports.md): reproduce takes any row with a report, whatever its tier.
+
+The slowed rig needs a thread count the rig can set, so those tests publish a copy of the tiny-cpu
+example whose ``--threads`` is a placeholder (``THREADS``, default 2) and whose port is a free one
+(the bundled example's 8091 is shared with every other run of it on the machine). Fewer threads do
+not slow this 0.4M-parameter model measurably (its compute is microseconds a token, so 1 thread is
+as fast as 2, within the noise of a shared machine); oversubscribing the cores does, reliably:
+``THREADS=32`` on this 2-core machine spins llama.cpp's thread pool and decodes 5-20x slower."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from verify_helpers import TINY, lair, tiny_copy
+
+from lair.testing.registry import free_port, serve_process
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # retries while the shared machine is loaded
+
+BENCH = ["--bench", "--bench-contexts", "256", "--bench-decode-tokens", "32", "--bench-repeat", "3"]
+
+
+@pytest.fixture
+def registry(tmp_path: Path, lair_home: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """A lair serve and the environment of a signed-in uploader."""
+    db = f"sqlite:///{tmp_path / 'registry.sqlite3'}"
+    with serve_process(db, log=tmp_path / "serve.log") as base:
+        res = lair("registry", "user", "add", "rig-owner", "--db", db, "--json")
+        assert res.returncode == 0, res.stderr
+        yield base, {"LAIR_REGISTRY": base, "LAIR_TOKEN": json.loads(res.stdout)["token"]}
+
+
+def _threads_copy(where: Path) -> Path:
+    """The tiny-cpu example with ``--threads {THREADS}`` and a free port, as a recipe of its own."""
+    text = TINY.read_text()
+    for old, new in (
+        ('"--threads", "2"', '"--threads", "{THREADS}"'),
+        ("port = 8091", f"port = {free_port()}"),
+        ('slug = "tiny-cpu"', 'slug = "tiny-cpu-threads"'),
+        (
+            "[placeholders.MODEL_DIR]",
+            '[placeholders.THREADS]\ntype = "int"\ndefault = 2\n\n[placeholders.MODEL_DIR]',
+        ),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    recipe = where / "tiny-cpu-threads" / "recipe.toml"
+    recipe.parent.mkdir(parents=True)
+    recipe.write_text(text)
+    return recipe
+
+
+def _published_row(recipe: Path, env: dict[str, str], min_decode: float = 0.0) -> dict[str, Any]:
+    """A row of ``recipe`` from a real run, uploaded (a run the registry refuses as client-bound, or
+    whose repeats spread below ``min_decode``, on this shared machine, is run again); its report too."""
+    deadline = time.monotonic() + 420
+    while time.monotonic() < deadline:
+        res = lair("launch", str(recipe), *BENCH, "--submit", "--json", env=env, timeout=240)
+        if res.returncode == 1 and "holds the engine's port" in res.stderr:
+            time.sleep(2)  # another run of the bundled example has its port: poll until it is free
+            continue
+        if res.returncode != 0:
+            assert res.returncode == 3 and "client-bound" in res.stderr, res.stderr
+            continue
+        out = json.loads(res.stdout)
+        cell = out["bench"]["cells"][0]
+        if cell["stats"]["decode_tok_s_aggregate"]["min"] < min_decode:
+            continue
+        return out
+    raise AssertionError("no clean run accepted in 7 minutes")
+
+
+def _row(base: str, slug: str, report_id: str) -> dict[str, Any]:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{base}/api/v1/recipes/{slug}.json") as r:
+        doc = json.loads(r.read())
+    (row,) = [m for m in doc["measurements"] if m["report_id"] == report_id]
+    return dict(row)
+
+
+def _page(base: str, slug: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{base}/recipes/{slug}") as r:
+        return str(r.read().decode())
+
+
+def _table(stdout: str, row_id: str) -> dict[str, list[str]]:
+    """The side-by-side table's lines of ``row_id``, by figure."""
+    out = {}
+    for line in stdout.splitlines():
+        if line.startswith(row_id + " "):
+            cols = line.split("  ")
+            cols = [c.strip() for c in cols if c.strip()]
+            out[cols[2]] = cols
+    return out
+
+
+def _submitted_until_accepted(args: list[str], env: dict[str, str]) -> Any:
+    """``lair reproduce ... --submit``, again while the registry refuses the run as client-bound."""
+    deadline, res = time.monotonic() + 420, None
+    while time.monotonic() < deadline:
+        res = lair("reproduce", *args, env=env, timeout=240)
+        if res.returncode == 1 and "holds the engine's port" in res.stderr:
+            time.sleep(2)
+            continue
+        if res.returncode == 3 and "client-bound" in res.stderr:
+            continue
+        return res
+    raise AssertionError(f"every attempt refused in 7 minutes: {res.stderr[-2000:] if res else ''}")
+
+
+def test_reproduce_a_tiny_cpu_row_prints_the_table_and_submits_the_attempt(
+    registry: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    base, env = registry
+    original = _published_row(tiny_copy(tmp_path), env)
+    row = _row(base, "tiny-cpu", original["submitted"]["id"])
+    assert row["tier"] == "reported-by-report" and row["replication"]["status"] == "pending"
+    ref = f"{base}/recipes/tiny-cpu#{row['id']}"  # the page's URL and the row's id
+    res = _submitted_until_accepted([ref, "-y", "--dir", str(tmp_path / "rep"), "--submit"], env)
+    assert res.returncode in (0, 8), res.stderr
+    lines = _table(res.stdout, row["row_id"])
+    assert set(lines) == {"prefill tok/s", "decode tok/s", "decode tok/s/stream", "TTFT ms"}
+    assert lines["decode tok/s"][3] == f"{row['decode_tok_s']:,.1f}"  # theirs: the row as published
+    report = Path(res.stderr.split("report: ", 1)[1].split("\n", 1)[0])
+    mine = json.loads((report / "results.json").read_text())["bench"]["cells"][0]
+    assert lines["decode tok/s"][5] == f"{mine['decode_tok_s_aggregate']:,.1f}"  # yours: this run's report
+    delta = 100 * (mine["decode_tok_s_aggregate"] - row["decode_tok_s"]) / row["decode_tok_s"]
+    assert lines["decode tok/s"][6] == f"{delta:+.1f}%"
+    word = "reproduced" if res.returncode == 0 else "NOT reproduced"
+    assert f"{row['row_id']}: {word}" in res.stdout
+    assert "fit: skipped (a CPU-only recipe" in res.stderr and "untrusted recipe from" in res.stderr
+    after = _row(base, "tiny-cpu", original["submitted"]["id"])
+    (attempt,) = after["replication"]["attempts"]
+    assert attempt["outcome"] == ("replicated" if res.returncode == 0 else "not-reproduced")
+    assert attempt["submitted_by"] == "rig-owner" and attempt["rig"].startswith("CPU ")
+    assert f'data-outcome="{attempt["outcome"]}"' in _page(base, "tiny-cpu")
+
+
+def test_a_slowed_rig_is_not_reproduced_with_the_delta(
+    registry: tuple[str, dict[str, str]], tmp_path: Path, lair_home: Path
+) -> None:
+    base, env = registry
+    recipe = _threads_copy(tmp_path)
+    pushed = lair("push", str(recipe), "-y", "--json", env=env)
+    assert pushed.returncode == 0, pushed.stderr
+    original = _published_row(recipe, env, min_decode=400.0)
+    row = _row(base, "tiny-cpu-threads", original["submitted"]["id"])
+    slow = lair("rig", "set", "slow-rig", "THREADS=32")
+    assert slow.returncode == 0, slow.stderr
+    args = [row["row_id"], "-y", "--rig", "slow-rig", "--dir", str(tmp_path / "slow"), "--submit", "--json"]
+    res = _submitted_until_accepted(args, env)
+    assert res.returncode == 8, res.stderr
+    out = json.loads(res.stdout)
+    assert out["outcome"] == "not-reproduced" and out["rows"][0]["outcome"] == "not-reproduced"
+    decode = next(f for f in out["rows"][0]["figures"] if f["metric"] == "decode_tok_s")
+    assert decode["inside"] is False and decode["delta_pct"] < -50
+    assert (
+        decode["yours"]
+        < decode["band"]["low"]
+        == pytest.approx(
+            original["bench"]["cells"][0]["stats"]["decode_tok_s_aggregate"]["min"] * 0.95, rel=1e-3
+        )
+    )  # the band: their slowest repeat less 5%, recomputed by the registry from the raw timings
+    (ran_file,) = Path(out["report"]).glob("*.recipe.toml")
+    ran = ran_file.read_text()
+    assert '"--threads", "32"' in ran  # the rig's value, placed by the placeholder
+    (link,) = out["submitted"]["replication"]
+    assert link["outcome"] == "not-reproduced" and link["delta_pct"] == pytest.approx(
+        decode["delta_pct"], abs=0.5
+    )
+    after = _row(base, "tiny-cpu-threads", original["submitted"]["id"])
+    assert after["replication"]["status"] == "not-reproduced"
+    page = _page(base, "tiny-cpu-threads")
+    assert "<strong>not reproduced</strong> on CPU" in page and f"decode {link['delta_pct']:+.1f}%" in page
