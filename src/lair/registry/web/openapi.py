@@ -63,6 +63,11 @@ def _measurement() -> dict[str, Any]:
             "accounts": INT,
             "spread": NUM,
             "links": {"type": "object", "additionalProperties": {"type": "string"}},
+            "row_id": {"type": "string", "description": "the row's stable id, SLUG@REVISION#ID"},
+            "replication": {
+                "type": "object",
+                "description": "status (pending, replicated, not-reproduced, mixed), counts and attempts[]",
+            },
         }
     )
 
@@ -160,7 +165,9 @@ def _submitted() -> dict[str, Any]:
             "quality": {"type": "array", "items": quality},
             "url": {"type": "string"},
             "report_url": {"type": "string"},
-        }
+            "replication": {"type": "array", "description": "with ?replicates: each linked row's verdict"},
+        },
+        ["ok", "id", "slug", "revision", "rows", "quality", "url", "report_url"],
     )
 
 
@@ -455,7 +462,18 @@ def _submit_path() -> dict[str, Any]:
     del responses["404"]  # the revision a report names not being there is a 422 with that reason
     for code, what in (("409", "a duplicate of a stored report"), ("422", "refused, with its reasons")):
         responses[code]["description"] = what
-    op = {"operationId": "submitReport", "requestBody": body, "responses": responses}
+    replicates = _q(
+        "replicates",
+        {"type": "string", "pattern": r"^[a-z0-9]+(-[a-z0-9]+)*@[1-9][0-9]*#([1-9][0-9]*|report-[0-9a-f]+)$"},
+        "the row id (SLUG@REV#ROW, or #report-ID) this report is a replication attempt of",
+        example="tiny-cpu@1#1",
+    )
+    op = {
+        "operationId": "submitReport",
+        "parameters": [replicates],
+        "requestBody": body,
+        "responses": responses,
+    }
     return {"/api/v1/reports": {"post": _write(op)}}
 
 
