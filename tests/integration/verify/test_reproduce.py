@@ -187,3 +187,57 @@ def test_a_slowed_rig_is_not_reproduced_with_the_delta(
     assert after["replication"]["status"] == "not-reproduced"
     page = _page(base, "tiny-cpu-threads")
     assert "<strong>not reproduced</strong> on CPU" in page and f"decode {link['delta_pct']:+.1f}%" in page
+
+
+VLLM = Path(__file__).resolve().parents[3] / "examples" / "tiny-vllm-cpu" / "recipe.toml"
+VLLM_BENCH = ["--bench", "--bench-contexts", "128", "--bench-decode-tokens", "16", "--bench-repeat", "2"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_reproduce_a_tiny_vllm_cpu_row(
+    registry: tuple[str, dict[str, str]], tmp_path: Path, lair_home: Path, vllm_venv: Path
+) -> None:
+    """The same flow on vLLM (the cached vllm-cpu venv, placed by a rig's VLLM_VENV): the example
+    with a free port of its own (its 8093 is shared with the other vLLM tests on the machine)."""
+    base, env = registry
+    text = VLLM.read_text()
+    assert "port = 8093" in text and 'slug = "tiny-vllm-cpu"' in text
+    text = text.replace("port = 8093", f"port = {free_port()}").replace(
+        'slug = "tiny-vllm-cpu"', 'slug = "tiny-vllm-cpu-repro"'
+    )
+    recipe = tmp_path / "tiny-vllm-cpu-repro" / "recipe.toml"
+    recipe.parent.mkdir()
+    recipe.write_text(text)
+    assert lair("rig", "set", "vllm-rig", f"VLLM_VENV={vllm_venv}").returncode == 0
+    pushed = lair("push", str(recipe), "-y", "--json", env=env)
+    assert pushed.returncode == 0, pushed.stderr
+    for _ in range(3):
+        res = lair(
+            "launch",
+            str(recipe),
+            "--rig",
+            "vllm-rig",
+            *VLLM_BENCH,
+            "--submit",
+            "--json",
+            env=env,
+            timeout=900,
+        )
+        if res.returncode == 0:
+            break
+        assert res.returncode == 3 and "client-bound" in res.stderr, res.stderr[-3000:]
+    assert res.returncode == 0, res.stderr[-3000:]
+    row = _row(base, "tiny-vllm-cpu-repro", json.loads(res.stdout)["submitted"]["id"])
+    args = [row["row_id"], "-y", "--rig", "vllm-rig", "--dir", str(tmp_path / "rep"), "--submit"]
+    for _ in range(3):
+        rep = lair("reproduce", *args, env=env, timeout=900)
+        if rep.returncode != 3:
+            break
+        assert "client-bound" in rep.stderr, rep.stderr[-3000:]
+    assert rep.returncode in (0, 8), rep.stderr[-3000:]
+    lines = _table(rep.stdout, row["row_id"])
+    assert lines["decode tok/s"][3] == f"{row['decode_tok_s']:,.1f}"
+    assert "engine: theirs vLLM" in rep.stdout or "engine: theirs vllm" in rep.stdout
+    (attempt,) = _row(base, "tiny-vllm-cpu-repro", row["report_id"])["replication"]["attempts"]
+    assert attempt["outcome"] == ("replicated" if rep.returncode == 0 else "not-reproduced")
