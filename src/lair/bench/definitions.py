@@ -118,6 +118,10 @@ def chunk_tokens(r: RequestTiming) -> list[float]:
         for cum in r.content_cum_tokens:
             out.append(float(cum - prev))
             prev = cum
+        if r.completion_tokens is not None and r.completion_tokens > prev:
+            # tokens whose text came after the last content chunk, or never (a detokenizer holding back
+            # an incomplete UTF-8 sequence): counted with the last chunk, as decode_tokens counts them
+            out[-1] += r.completion_tokens - prev
         return out
     total_chars = sum(r.content_chars)
     tokens = r.completion_tokens if r.completion_tokens is not None else n

@@ -23,6 +23,7 @@ DISTRIBUTIONS = {
     "markdown_it": "markdown-it-py",
     "multipart": "python-multipart",
     "python_multipart": "python-multipart",
+    "pynvml": "nvidia-ml-py",
     "yaml": "PyYAML",
 }
 _REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)[^;]*;\s*extra\s*==\s*['\"]([^'\"]+)['\"]")

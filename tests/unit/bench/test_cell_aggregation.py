@@ -86,3 +86,20 @@ def test_the_registry_recomputes_the_bench_cell_from_its_rows() -> None:
         assert again[key] == pytest.approx(cell[key], rel=1e-6), key
     for key in ("repeats", "prompt_tokens", "completion_tokens", "cached_tokens", "cache_hit", "errors"):
         assert again[key] == cell[key], key
+
+
+def test_tokens_whose_text_never_came_are_counted_with_the_last_chunk() -> None:
+    """vLLM with continuous usage: 16 completion tokens, the last one's text held back by the
+    detokenizer (no content chunk carries it). The chunks' tokens still add up to the server's count,
+    so the registry's check that binds chunk timings to usage accepts the row."""
+    r = _timing(0.0, [0.100, 0.150, 0.200, 0.250, 0.300])
+    r.completion_tokens = 6  # content_cum_tokens say 1..5
+    assert d.chunk_tokens(r) == [1.0, 1.0, 1.0, 1.0, 2.0]
+    assert d.decode_tokens(r) == 5.0  # as before: completion tokens after the first chunk
+    rep = _Repeat([r], _Client(cpu_s=0.01, wall_s=1.0, loop_lag_p99_ms=0.1))
+    (row,) = request_rows(256, 1, 0, rep)
+    assert sum(row["chunk_tokens"]) == row["completion_tokens"] == 6
+    cell = _cell(_S(), 256, 1, [rep]).as_dict()  # type: ignore[arg-type]  # only .opts is read
+    bench = {"options": {"decode_tokens": 6, "force_output": True}, "cells": [cell]}
+    _, reasons = check_cells(bench, [row])
+    assert not [x for x in reasons if "chunk tokens add up" in x], reasons

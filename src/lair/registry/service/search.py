@@ -153,9 +153,9 @@ def _text(conn: Connection, q: str, ranked: bool) -> _Text | None:
         rank = -sa.func.bm25(sa.literal_column("recipe_fts"))
         return _Text(source, sa.text("recipe_fts MATCH :m").bindparams(m=match), rank)
     tsq = sa.func.to_tsquery("english", " & ".join(w.replace("'", "") + ":*" for w in words))
-    tsv = sa.literal_column("recipes.search_tsv")
-    rank = sa.cast(sa.func.ts_rank(tsv, tsq), sa.Double)  # real -> float8: a cursor's key compares exactly
-    return _Text(RECIPES, tsv.op("@@")(tsq), rank)
+    tsv: Any = sa.literal_column("recipes.search_tsv")
+    ts_rank = sa.cast(sa.func.ts_rank(tsv, tsq), sa.Double)  # real -> float8: a cursor's key compares exactly
+    return _Text(RECIPES, tsv.op("@@")(tsq), ts_rank)
 
 
 def _filters(p: SearchParams) -> list[Any]:
