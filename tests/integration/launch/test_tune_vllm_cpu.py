@@ -2,7 +2,8 @@
 
 The tiny-vllm-cpu example, started from ``--max-num-seqs 1`` (a recipe nobody tuned: four streams
 wait for each other), searched over ``--max-num-seqs`` 1|4|0 and ``--max-num-batched-tokens``
-(unset)|2048|lots with the grid sampler: ``lots`` is refused by ``vllm serve``'s own parser (run in
+(unset)|lots with the grid sampler (six candidates, five launches with the confirmations: each vLLM
+start is most of a minute on this machine): ``lots`` is refused by ``vllm serve``'s own parser (run in
 the venv, nothing started), ``0`` streams is taken by the parser and refused by vLLM's engine config
 at start-up (a failed launch whose reason is vLLM's validation error), the rest are launched and
 benched at 4 streams; the winner beats the start in the confirmation runs.
@@ -35,9 +36,9 @@ def test_tune_vllm_cpu(tmp_path: Path, lair_home: Path, vllm_venv: Path) -> None
     recipe.write_text(text.replace('"--max-num-seqs", "8",', '"--max-num-seqs", "1",'))
     args = [
         "tune", str(recipe), "--set", f"VLLM_VENV={vllm_venv}",
-        "--param=--max-num-seqs=1,4,0", "--param=--max-num-batched-tokens=2048,lots",
+        "--param=--max-num-seqs=1,4,0", "--param=--max-num-batched-tokens=lots",
         "--objective", "max decode_tok_s_aggregate@ctx=128,c=4", "--sampler", "grid",
-        "--decode-tokens", "16", "--budget", f"{BUDGET_S}s", "--trials", "9", "--json",
+        "--decode-tokens", "16", "--budget", f"{BUDGET_S}s", "--trials", "6", "--json",
     ]  # fmt: skip
     t0 = time.monotonic()
     res = subprocess.run(
@@ -49,7 +50,7 @@ def test_tune_vllm_cpu(tmp_path: Path, lair_home: Path, vllm_venv: Path) -> None
     trials = {
         (t["knobs"]["--max-num-seqs"], t["knobs"]["--max-num-batched-tokens"]): t for t in doc["trials"]
     }
-    assert len(trials) == 9
+    assert len(trials) == 6
     for (seqs, tokens), t in trials.items():
         if tokens == "lots":
             assert t["outcome"] == "refused" and t["stage"] == "engine parser", t
@@ -65,5 +66,5 @@ def test_tune_vllm_cpu(tmp_path: Path, lair_home: Path, vllm_venv: Path) -> None
     from lair.recipe import load_recipe
 
     tuned = load_recipe(doc["winner"])
-    assert tuned.meta.tune is not None and tuned.meta.tune.refused == 3 and tuned.meta.tune.failed == 2
+    assert tuned.meta.tune is not None and tuned.meta.tune.refused == 3 and tuned.meta.tune.failed == 1
     assert tuned.entrypoint[tuned.entrypoint.index("--max-num-seqs") + 1] == "4"
