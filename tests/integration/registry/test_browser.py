@@ -105,7 +105,9 @@ def test_seed_page_has_every_section_in_order_with_its_numbers(page: Any, site: 
     assert (
         page.locator("[data-section=performance] svg.chart").count() == 2
     )  # decode; prefill (one context: bars)
-    assert page.locator("svg.chart [data-part=series][data-tier=reported] use").count() == 3  # a marker per decode row
+    assert (
+        page.locator("svg.chart [data-part=series][data-tier=reported] use").count() == 3
+    )  # a marker per decode row
     floor = page.locator(".driver-floor").inner_text()
     assert (
         "580.65.06" in floor and "CUDA 13" in floor
