@@ -3,7 +3,7 @@
 escape, refuses the upload with the file, line, column and kind, never the token, and leaves every
 table and the blob store as they were (SQLite and PostgreSQL); engine logs are not refused but
 redacted in place, byte for byte elsewhere. An accepted real report's served log: see
-tests/integration/verify/test_report_secrets.py."""
+tests/integration/verify/test_report_secrets_served.py."""
 
 from __future__ import annotations
 
