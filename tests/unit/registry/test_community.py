@@ -437,17 +437,25 @@ def test_sign_up_sign_in_rotates_the_session_csrf_and_sign_out(world: World) -> 
 
 
 @pytest.mark.parametrize("storage", ["memory", "redis"])
-def test_sign_in_brute_force_is_rate_limited(
-    world: World, storage: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sign_in_brute_force_is_rate_limited(world: World, storage: str, db_url: str) -> None:
+    from lair.registry.settings import Settings
+
+    if storage == "memory":
+        _brute_force(world.client.app, redis=False)
+        return
+    # an app of its own: the limiter is the app's, made from its settings
+    env = {"LAIR_REGISTRY_DB": db_url, "LAIR_REGISTRY_REDIS": "redis://127.0.0.1:6379/0"}
+    with TestClient(create_app(settings=Settings.from_env(env))) as started:
+        _brute_force(started.app, redis=True)
+
+
+def _brute_force(app: object, redis: bool) -> None:
     import secrets
 
-    if storage == "redis":
-        monkeypatch.setenv("LAIR_REGISTRY_REDIS", "redis://127.0.0.1:6379/0")
     reset_limits()
     name = f"victim-{secrets.token_hex(4)}"  # Redis keys outlive the test: a name and address of this run
     address = f"10.{secrets.randbelow(250)}.{secrets.randbelow(250)}.{secrets.randbelow(250)}"
-    client = TestClient(world.client.app, client=(address, 40000))
+    client = TestClient(app, client=(address, 40000))
     statuses = [
         client.post("/api/v1/session", json={"name": name, "password": f"guess-{i:04d}"}).status_code
         for i in range(12)
@@ -455,10 +463,10 @@ def test_sign_in_brute_force_is_rate_limited(
     assert statuses[:10] == [401] * 10 and statuses[10:] == [429, 429]
     last = client.post("/api/v1/session", json={"name": name, "password": "x" * 12})
     assert last.json()["error"]["code"] == "rate_limited"
-    if storage == "redis":
-        import redis
+    if redis:
+        import redis as redis_client
 
-        keys = redis.Redis.from_url("redis://127.0.0.1:6379/0").keys(f"*{name}*")
+        keys = redis_client.Redis.from_url("redis://127.0.0.1:6379/0").keys(f"*{name}*")
         assert keys  # the counter really lives in Redis
     reset_limits()
 
