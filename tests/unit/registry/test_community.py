@@ -471,13 +471,14 @@ def _brute_force(app: object, redis: bool) -> None:
     reset_limits()
 
 
-def test_write_rate_limit(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LAIR_REGISTRY_WRITE_LIMIT", "3/minute")
-    reset_limits()
+def test_write_rate_limit(world: World, db_url: str) -> None:
+    from lair.registry.settings import Settings
+
+    env = {"LAIR_REGISTRY_DB": db_url, "LAIR_REGISTRY_WRITE_LIMIT": "3/minute"}  # the app's own setting
     h = _headers(world, "other")
-    got = [world.client.put(f"/api/v1/recipes/{SLUG}/vote", headers=h).status_code for _ in range(4)]
+    with TestClient(create_app(settings=Settings.from_env(env))) as c:
+        got = [c.put(f"/api/v1/recipes/{SLUG}/vote", headers=h).status_code for _ in range(4)]
     assert got == [200, 200, 200, 429]
-    reset_limits()
 
 
 def test_tokens_are_listed_without_values_and_revocable(world: World) -> None:

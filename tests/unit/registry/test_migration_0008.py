@@ -59,7 +59,7 @@ def test_0008_re_tiers_verified_rows_by_the_physical_rule_and_back(db_url: str) 
     with engine.begin() as conn:
         publish(conn, LLAMA.read_text(), owner="tester", slug=SLUG)
         _old_rows(conn)
-    migrate(engine)
+    migrate(engine, "0008")
     assert current_revision(engine) == "0008"
     with engine.connect() as conn:
         rows, facets = _state(conn)
