@@ -132,9 +132,19 @@ def test_readiness_timeout(ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Pat
 
 
 def test_unreachable_node(ssh_nodes: NetnsNodes, lair_home: Path, tmp_path: Path, markers: Path) -> None:
+    """The doctor's fast checks find the dead node before anything is leased or started; with
+    ``--no-doctor`` the launch itself meets it, stops the node that did start and leaves nothing."""
     dead = ssh_nodes.nodes[0].address.rsplit(".", 1)[0] + ".250"  # on the bridge, nobody there
     recipe = _recipe(tmp_path, markers, script="exec sleep 120")
-    run_id, err = _launch_fails(recipe, "--nodes", f"{ssh_nodes.nodes[0].address},{dead}")
+    nodes = f"{ssh_nodes.nodes[0].address},{dead}"
+    before = run_ids(lair_home)
+    res = lair("launch", recipe, "--nodes", nodes, timeout=180)
+    assert res.returncode == 1, res.stderr
+    assert "[doctor check " in res.stderr and f"cannot connect to root@{dead}:22" in res.stderr
+    assert "nothing was leased" in res.stderr
+    assert newest_run(lair_home, before) is None  # no run was made
+    assert not list(markers.glob("*"))  # no hook ran on any node
+    run_id, err = _launch_fails(recipe, "--nodes", nodes, "--no-doctor")
     assert f"cannot connect to root@{dead}:22" in err
     assert_after_stop_ran(markers, (0,))
     assert_clean(lair_home, run_id)
