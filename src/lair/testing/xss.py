@@ -69,7 +69,9 @@ def created(page: Any) -> int:
     return int(
         page.evaluate(
             "() => document.querySelectorAll('main script, main iframe, main object, main embed, main img, "
-            "main svg:not(.chart), main video, main audio, main marquee, main details, main xss, main math, "
+            "main svg:not(.chart), main video, main audio, main marquee, main xss, main math, "
+            # the page's own <details> (the derived command, the model facts); a payload's has neither class
+            "main details:not(.derived-command):not(.model-facts-fields), main [ontoggle], "
             "main base, main meta, main link, main style, main [onerror], main [onload], main [onclick], "
             'main a[href^="javascript" i]\').length'
         )
