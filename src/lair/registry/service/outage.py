@@ -10,7 +10,10 @@
 - a full disk or an exceeded quota (``ENOSPC``, ``EDQUOT``) under the blob store or the database
   (SQLite's "database or disk is full", PostgreSQL's ``disk_full``);
 - the S3 object store unreachable or failing (botocore's connection and timeout errors, an answer of
-  5xx, ``SlowDown``): :func:`object_store_down`.
+  5xx, ``SlowDown``): :func:`object_store_down`;
+- the Redis that holds the shared rate limits unreachable, timing out or still loading its data
+  (redis-py's ``ConnectionError``, ``TimeoutError``): a limited write or sign-in cannot be counted,
+  so it is not let through uncounted either.
 
 Anything else is a bug, not an outage: it stays a 500. The message names what is down, never the
 driver's text (which can hold the database's host, user or file path).
@@ -26,7 +29,14 @@ from sqlalchemy import exc as sa_exc
 
 from lair.errors import RegistryError
 
-__all__ = ["DATABASE_RETRY_S", "DISK_RETRY_S", "OBJECT_STORE_RETRY_S", "Unavailable", "unavailable"]
+__all__ = [
+    "DATABASE_RETRY_S",
+    "DISK_RETRY_S",
+    "LIMITS_RETRY_S",
+    "OBJECT_STORE_RETRY_S",
+    "Unavailable",
+    "unavailable",
+]
 
 DATABASE_RETRY_S = 5
 """A database restart or failover takes seconds."""
@@ -34,6 +44,8 @@ DISK_RETRY_S = 60
 """A full disk needs an operator."""
 OBJECT_STORE_RETRY_S = 5
 """An object store's restart or a throttled burst passes in seconds."""
+LIMITS_RETRY_S = 5
+"""A Redis restart takes seconds."""
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 _SQLITE_DOWN = ("locked", "busy", "unable to open", "disk i/o", "readonly")
 _SQLITE_FULL = ("disk is full",)
@@ -90,6 +102,18 @@ def _botocore(exc: BaseException) -> Unavailable | None:
     return None
 
 
+def _redis(exc: BaseException) -> Unavailable | None:
+    """The rate-limit store's outages; redis-py is only looked up once imported (by the limiter)."""
+    errors = sys.modules.get("redis.exceptions")
+    if errors is None or not isinstance(exc, errors.ConnectionError | errors.TimeoutError):
+        return None
+    return Unavailable(
+        "the registry's rate-limit store is unavailable",
+        retry_after=LIMITS_RETRY_S,
+        hint=f"nothing was stored; try again in {LIMITS_RETRY_S} s",
+    )
+
+
 def _psycopg(exc: BaseException) -> Unavailable | None:
     try:
         import psycopg
@@ -128,6 +152,6 @@ def unavailable(exc: BaseException) -> Unavailable | None:
         return None
     if isinstance(exc, sqlite3.Error):
         return _sqlite(exc)
-    if (found := _botocore(exc)) is not None:
+    if (found := _botocore(exc) or _redis(exc)) is not None:
         return found
     return _psycopg(exc)

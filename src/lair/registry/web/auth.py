@@ -29,6 +29,7 @@ from starlette.requests import Request
 
 from lair.errors import RegistryError
 from lair.registry.service.accounts import Actor, session_actor, token_actor
+from lair.registry.service.outage import unavailable
 
 __all__ = ["COOKIE", "SECURITY_HEADERS", "UNSAFE_METHODS", "actor_of", "check_csrf", "cross_site", "limit"]
 
@@ -106,9 +107,15 @@ class RateLimits:
         _LIVE.add(self)
 
     def hit(self, rule: str, *keys: str) -> bool:
+        """Count one hit; a store that is down is a 503 (:func:`~.outage.unavailable`), never a pass."""
         from limits import parse
 
-        return bool(self.limiter.hit(parse(rule), "lair", *keys))
+        try:
+            return bool(self.limiter.hit(parse(rule), "lair", *keys))
+        except Exception as exc:
+            if (outage := unavailable(exc)) is not None:
+                raise outage from exc
+            raise
 
     def reset(self) -> None:
         self.storage.reset()
