@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lair.cli._bench_options import rig_pricing
 from lair.cli._common import err
 from lair.errors import ConfigError, FitError
 from lair.replication import NOT_REPRODUCED, REPLICATED, Comparison, RecipeRef, RowRef, compare, verdict
@@ -252,12 +253,7 @@ def bench_options(targets: list[Theirs], opts: Options) -> Any:
     contexts = sorted({int(t.row["context"]) for t in targets})
     concurrency = sorted({int(t.row["concurrency"]) for t in targets})
     bench = BenchOptions(contexts=contexts, concurrency=concurrency, progress=err, **given)
-    if opts.rig:
-        from lair.rig import load_rig
-
-        cost = load_rig(opts.rig).cost
-        bench.power_price_kwh, bench.hardware_cost = cost.power_price_kwh, cost.hardware_cost
-        bench.hardware_life_years = cost.hardware_life_years
+    bench.power_price_kwh, bench.hardware_cost, bench.hardware_life_years = rig_pricing(opts.rig)
     return bench
 
 

@@ -9,6 +9,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
+from lair.cli._bench_options import add_bench_options, bench_options, print_bench
 from lair.cli._common import dump_json, err, path_arg
 
 if TYPE_CHECKING:
@@ -19,36 +20,10 @@ __all__ = ["register"]
 _KEY_ENVS = ("LAIR_API_KEY", "OPENAI_API_KEY")
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from exc
-    if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
-
-
 def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmark an OpenAI-compatible server: speed by context, needle")
     p.add_argument("url", metavar="URL", help="server base URL, e.g. http://127.0.0.1:8000")
-    p.add_argument("--model", help="served model name (default: the first of /v1/models)")
-    p.add_argument("--contexts", type=_ints, default=[2048], help="prompt sizes in tokens, e.g. 2048,40960")
-    p.add_argument("--concurrency", type=_ints, default=[1], help="streams sent together, e.g. 1,4")
-    p.add_argument("--decode-tokens", type=int, default=128, help="forced output length per request")
-    p.add_argument("--repeat", type=int, default=3, help="repeats per cell (p50 is the headline)")
-    p.add_argument("--needle", action="store_true", help="also run a needle-in-a-haystack test")
-    p.add_argument("--needle-context", type=int, help="needle prompt size (default: the largest context)")
-    p.add_argument("--needle-depth", type=float, default=0.5, help="0 = start of the haystack, 1 = end")
-    p.add_argument("--tokenizer", type=path_arg, help="local tokenizer.json for exact prompt sizing")
-    p.add_argument("--no-force-output", action="store_true", help="do not send ignore_eos/min_tokens")
-    p.add_argument("--timeout", type=float, default=900.0, help="seconds per request")
-    p.add_argument(
-        "--read-interval-ms",
-        type=float,
-        default=20.0,
-        help="after a stream's first token, read it every N ms (0: every chunk, about 2x client CPU)",
-    )
+    add_bench_options(p)
     p.add_argument(
         "--api-key-env",
         metavar="NAME",
@@ -62,33 +37,6 @@ def register(sub: Any) -> None:
         help="read the bearer token from this file (first line)",
     )
     p.add_argument("--api-key", help=argparse.SUPPRESS)  # refused: a key in argv is visible in `ps`
-    p.add_argument(
-        "--keep-going",
-        action="store_true",
-        help="after a cell with failed requests, run the remaining cells (the exit code is still 1)",
-    )
-    p.add_argument(
-        "--order",
-        choices=("shuffled", "fixed"),
-        default="shuffled",
-        help="run the cells shuffled (default; the seed is recorded) or contexts x concurrency as given",
-    )
-    p.add_argument("--seed", type=int, help="seed of the shuffled order (default: a fresh one, recorded)")
-    p.add_argument(
-        "--warmup", type=int, default=1, metavar="N", help="untimed requests before the first cell"
-    )
-    p.add_argument(
-        "--idle-gap", type=float, default=0.0, metavar="S", help="seconds of idle before each cell"
-    )
-    p.add_argument(
-        "--telemetry",
-        choices=("auto", "nvml", "nvidia-smi", "none"),
-        default="auto",
-        help="GPU samples during each cell: NVML (nvidia-ml-py), else nvidia-smi, else none (said so)",
-    )
-    p.add_argument(
-        "--telemetry-interval", type=float, default=0.1, metavar="S", help="seconds between GPU samples"
-    )
     p.add_argument(
         "--rig", help="rig whose power_price_kwh / hardware_cost / hardware_life_years give $/Mtok"
     )
@@ -164,34 +112,10 @@ def _values(pairs: list[str]) -> dict[str, str]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from lair.bench import BenchOptions, run_bench
+    from lair.bench import run_bench
 
     key = _api_key(args)
-    opts = BenchOptions(
-        model=args.model,
-        contexts=args.contexts,
-        concurrency=args.concurrency,
-        decode_tokens=args.decode_tokens,
-        repeat=args.repeat,
-        needle=args.needle,
-        needle_context=args.needle_context,
-        needle_depth=args.needle_depth,
-        api_key=key,
-        tokenizer=args.tokenizer,
-        force_output=not args.no_force_output,
-        request_timeout_s=args.timeout,
-        read_interval_ms=args.read_interval_ms,
-        keep_going=args.keep_going,
-        max_context=_recipe_max_context(args.recipe) if args.recipe else None,
-        order=args.order,
-        seed=args.seed,
-        warmup_requests=args.warmup,
-        idle_gap_s=args.idle_gap,
-        telemetry=args.telemetry,
-        telemetry_interval_s=args.telemetry_interval,
-        progress=err,
-    )
-    opts.power_price_kwh, opts.hardware_cost, opts.hardware_life_years = _pricing(args.rig)
+    opts = options_of(args, key)
     result = run_bench(args.url, opts)
     report = _write_report(args, result, key) if args.out or args.recipe else None
     failure = result.failure()
@@ -204,7 +128,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             out["error"] = failure.as_dict()
         dump_json(out)
     else:
-        _print_table(result)
+        print_bench(result)
     if report:
         err(f"report: {report}")
     if failure is not None:
@@ -213,27 +137,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pricing(rig_name: str | None) -> tuple[float | None, float | None, float | None]:
-    """The rig's (power_price_kwh, hardware_cost, hardware_life_years); Nones without ``--rig``."""
-    if not rig_name:
-        return None, None, None
-    from lair.rig import load_rig
-
-    cost = load_rig(rig_name).cost
-    return cost.power_price_kwh, cost.hardware_cost, cost.hardware_life_years
-
-
-def _print_table(result: Any) -> None:
-    from lair.report.render import certificate_text, energy_text, speed_text
-
-    doc = result.as_dict()
-    print(speed_text(doc["cells"]))
-    energy = energy_text(doc)
-    if energy:
-        print()
-        print(energy)
-    print()
-    print(certificate_text(doc))
+def options_of(args: argparse.Namespace, key: str | None) -> Any:
+    """The BenchOptions of ``lair bench``: the shared options, the key, the ``--rig``'s prices and the
+    ``--recipe``'s context limit."""
+    max_context = _recipe_max_context(args.recipe) if args.recipe else None
+    return bench_options(args, api_key=key, rig=args.rig, max_context=max_context)
 
 
 def _recipe_max_context(path: Path) -> int | None:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from lair.cli._bench_options import add_bench_options, bench_options, print_bench
 from lair.cli._common import dump_json, err
 from lair.cli.eval_cmds import add_eval_options, suites_arg
 
@@ -100,12 +101,14 @@ def register(sub: Any) -> None:
         help="skip the doctor's fast checks (SSH, runtime, route, MTU, interfaces, ports, placement, "
         "driver) that run before the nodes are leased",
     )
-    p.add_argument("--bench", action="store_true", help="once ready, benchmark it (lair bench), then stop")
-    p.add_argument("--bench-contexts", default="2048", metavar="N,N", help="prompt sizes in tokens")
-    p.add_argument("--bench-concurrency", default="1", metavar="N,N", help="streams sent together")
-    p.add_argument("--bench-decode-tokens", type=int, default=128, metavar="N", help="output length")
-    p.add_argument("--bench-repeat", type=int, default=3, metavar="N", help="repeats per cell")
-    p.add_argument("--bench-tokenizer", metavar="PATH", help="local tokenizer.json for exact prompt sizing")
+    p.add_argument(
+        "--bench",
+        action="store_true",
+        help="once ready, benchmark it (lair bench, with the --bench-* options below), then stop",
+    )
+    add_bench_options(
+        p.add_argument_group("bench (--bench; the prices for $/Mtok come from --rig)"), prefix="bench"
+    )
     p.add_argument(
         "--submit", action="store_true", help="with --bench: upload the report to the registry (lair submit)"
     )
@@ -275,30 +278,25 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench(args: argparse.Namespace, out: dict[str, Any]) -> Any:
-    """The ``on_ready`` callback of ``--bench``: lair bench on the run's endpoint."""
+def options_of(args: argparse.Namespace, api_key: str | None) -> Any:
+    """The BenchOptions of ``--bench``: the shared ``--bench-*`` options, the run's own key and the
+    ``--rig``'s prices."""
+    return bench_options(args, "bench", api_key=api_key, rig=args.rig)
 
-    def ints(text: str) -> list[int]:
-        return [int(x) for x in text.split(",") if x.strip()]
+
+def _bench(args: argparse.Namespace, out: dict[str, Any]) -> Any:
+    """The ``on_ready`` callback of ``--bench``: lair bench on the run's endpoint. Its options are
+    built now, before anything starts (a rig without prices or a bad value stops the launch here)."""
+    opts = options_of(args, None) if args.bench else None
 
     def run(res: Any) -> None:
-        from pathlib import Path
-
-        from lair.bench import BenchOptions, run_bench
+        from lair.bench import run_bench
 
         out["secrets"] = res.secrets
-        if not args.bench:
+        if opts is None:
             out["eval"] = _evaluate(args, res)
             return
-        opts = BenchOptions(
-            contexts=ints(args.bench_contexts),
-            concurrency=ints(args.bench_concurrency),
-            decode_tokens=args.bench_decode_tokens,
-            repeat=args.bench_repeat,
-            tokenizer=Path(args.bench_tokenizer) if args.bench_tokenizer else None,
-            progress=err,
-            api_key=res.api_key,  # the run's own key (e.g. VLLM_API_KEY), never on a command line
-        )
+        opts.api_key = res.api_key  # the run's own key (e.g. VLLM_API_KEY), never on a command line
         out["result"] = run_bench(res.endpoint.removesuffix("/v1"), opts)
         if args.eval_suites:
             out["eval"] = _evaluate(args, res)
@@ -323,12 +321,6 @@ def _check_suites(args: argparse.Namespace) -> None:
     data = dict(args.eval_data)
     for name in args.eval_suites:
         resolve_suite(name, data.get(name) or data.get(""))
-
-
-def _print_bench(result: Any) -> None:
-    from lair.report.render import speed_text
-
-    print(speed_text([cell.as_dict() for cell in result.cells]))
 
 
 def _bench_report(
@@ -370,7 +362,7 @@ def _submit(report: Path) -> dict[str, Any]:
 
 def _print_measured(result: Any, evaluation: Any) -> None:
     if result is not None:
-        _print_bench(result)
+        print_bench(result)
     if evaluation is not None:
         from lair.cli.eval_cmds import print_quality
 

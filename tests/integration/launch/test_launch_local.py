@@ -124,16 +124,25 @@ def test_launch_bench_writes_a_report_then_stops(lair_home: Path, tmp_path: Path
     recipe = tmp_path / "tiny-cpu" / "recipe.toml"  # the report folder goes beside the recipe
     recipe.parent.mkdir()
     shutil.copyfile(TINY, recipe)
-    args = ["--bench", "--bench-contexts", "64", "--bench-decode-tokens", "8", "--bench-repeat", "1"]
+    args = ["--bench", "--bench-contexts", "64,32", "--bench-decode-tokens", "8", "--bench-repeat", "1"]
+    args += ["--bench-order", "fixed", "--bench-idle-gap", "0.5", "--bench-telemetry", "none"]
     tokenizer = "/tmp/lair-tiny-cpu-model/hf/tokenizer.json"  # built by the example's hook (MODEL_DIR)
     res = lair("launch", str(recipe), *args, "--bench-tokenizer", tokenizer, "--json", timeout=180)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    (cell,) = out["bench"]["cells"]
-    assert cell["context"] == 64 and out["state"] == "stopped"
+    assert [c["context"] for c in out["bench"]["cells"]] == [64, 32] and out["state"] == "stopped"
     report = Path(out["report"])
     assert report.parent == recipe.parent / "reports" and (report / "results.json").exists()
     assert "listening" in "".join(p.read_text() for p in report.rglob("*.log"))
+    bench = json.loads((report / "results.json").read_text())["bench"]
+    cert = bench["certificate"]  # the options chosen on the launch's command line, as the report has them
+    assert (cert["order"], cert["seed"], cert["cells_in_order"]) == ("fixed", None, [[64, 1], [32, 1]])
+    assert cert["idle_gap_s"] == 0.5 and cert["telemetry"] == "none"
+    assert "telemetry turned off" in cert["telemetry_note"]
+    ran = {c["context"]: c["certificate"] for c in bench["cells"]}
+    assert (ran[64]["position"], ran[32]["position"]) == (0, 1)
+    assert all(c["idle_gap_s"] >= 0.5 and c["gpu"] is None for c in ran.values())
+    assert "fixed order: 64x1 -> 32x1" in (report / "report.md").read_text()
     assert_clean(lair_home, out["run_id"])
 
 
