@@ -2,7 +2,7 @@
 
     python -m lair.engines.xllamacpp_server --model M.gguf [--port 8000] [--host 127.0.0.1]
         [--alias tiny] [--ctx 2048] [--parallel 4] [--threads 2] [--batch-size 2048]
-        [--ubatch-size 512] [--metrics]
+        [--ubatch-size 512] [--cache-type-k q8_0] [--cache-type-v f16] [--grammar GBNF] [--metrics]
 
 ``build_parser()`` is its command line, for checking a command before it runs (``lair tune``).
 
@@ -37,12 +37,28 @@ def _params(a: argparse.Namespace) -> Any:
         p.n_batch = a.batch_size
     if a.ubatch_size is not None:
         p.n_ubatch = a.ubatch_size
+    if a.cache_type_k is not None:
+        p.cache_type_k = _ggml_type(xlc, a.cache_type_k)
+    if a.cache_type_v is not None:
+        p.cache_type_v = _ggml_type(xlc, a.cache_type_v)
+    if a.grammar is not None:
+        p.sampling.grammar = xlc.CommonGrammar(
+            type=xlc.common_grammar_type.COMMON_GRAMMAR_TYPE_USER, grammar=a.grammar
+        )
     key = os.environ.get("LLAMA_API_KEY")
     if key:
         p.api_keys = [key]
     if a.metrics and hasattr(p, "endpoint_metrics"):
         p.endpoint_metrics = True
     return p
+
+
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+"""KV cache types llama.cpp's server takes (``--cache-type-k/-ctk``, ``--cache-type-v/-ctv``)."""
+
+
+def _ggml_type(xlc: Any, name: str) -> Any:
+    return getattr(xlc.ggml_type, f"GGML_TYPE_{name.upper()}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-size", "-b", type=int, help="logical batch (llama.cpp n_batch)")
     ap.add_argument("--ubatch-size", "-ub", type=int, help="physical batch (llama.cpp n_ubatch)")
+    ap.add_argument("--cache-type-k", "-ctk", choices=CACHE_TYPES, help="KV cache type of K (default f16)")
+    ap.add_argument("--cache-type-v", "-ctv", choices=CACHE_TYPES, help="KV cache type of V (default f16)")
+    ap.add_argument("--grammar", help="a GBNF grammar every answer follows unless a request sends its own")
     ap.add_argument("--metrics", action="store_true")
     return ap
 

@@ -128,6 +128,25 @@ class Guard:
     def __str__(self) -> str:
         return f"{self.suite}:{self.points:g}"
 
+    def verdict(self, score: float | None, start: float | None, start_error: str | None = None) -> str | None:
+        """Why a candidate scoring ``score`` fails against the start's ``start`` (None: it passes).
+
+        A candidate without a score, or a start without one (``start_error``: why its eval failed),
+        fails: a guard that compared nothing vouches for nothing. Losing exactly ``points`` passes.
+        """
+        if start is None:
+            why = f" ({start_error})" if start_error else ""
+            return f"quality {self}: the starting recipe has no score on {self.suite} to compare with{why}"
+        if score is None:
+            return f"quality {self}: no score on {self.suite}"
+        loss = round(start - score, 6)
+        if loss > self.points:
+            return (
+                f"quality {self}: {score:.4g} points on {self.suite} against {start:.4g} at the start"
+                f" ({loss:.4g} lost, more than {self.points:g})"
+            )
+        return None
+
 
 def _term(text: str, where: str) -> Term:
     m = _TERM.match(text)

@@ -307,14 +307,20 @@ class Search:
         )
         return run_bench(res.endpoint.removesuffix("/v1"), opts)
 
-    def _guard_score(self, res: LaunchResult) -> float | None:
+    def _guard_eval(self, res: LaunchResult) -> tuple[float | None, Any, str | None]:
+        """``lair eval`` of the running engine on the guard's suite: (points, the evaluation, why it
+        failed). A failed eval is the trial's reason, not the end of the tune."""
         from lair.eval import EvalOptions, run_eval
 
         assert self.opts.guard is not None
         opts = EvalOptions(suites=[self.opts.guard.suite], limit=self.opts.guard_limit, progress=self.say)
         opts.api_key = res.api_key
-        ev = run_eval(res.endpoint.removesuffix("/v1"), opts)
-        return 100.0 * ev.suites[0].score if ev.suites else None
+        try:
+            ev = run_eval(res.endpoint.removesuffix("/v1"), opts)
+        except LairError as exc:
+            self.say(f"quality guard: the eval failed: {exc.message}")
+            return None, None, exc.message
+        return (100.0 * ev.suites[0].score if ev.suites else None), ev, None
 
     def _needs_guard(self, c: Candidate) -> bool:
         if self.opts.guard is None:
@@ -325,7 +331,24 @@ class Search:
             p.changes_output and c.params[p.name] != self.baseline[p.name] for p in self.opts.space.params
         )
 
-    def _limits(self, c: Candidate, cells: list[Any], res: LaunchResult) -> tuple[list[float], list[str]]:
+    def _guard(self, c: Candidate, res: LaunchResult) -> tuple[str | None, Any]:
+        """The guard's reason to reject ``c`` (None: it passes, or changes no output) and the
+        evaluation it ran (for the trial's report). The start's score is the study's reference."""
+        guard = self.opts.guard
+        if guard is None or not self._needs_guard(c):
+            return None, None
+        score, ev, error = self._guard_eval(res)
+        c.trial.set_user_attr("guard_score", score)
+        if c.trial.user_attrs.get("baseline"):
+            self.study.set_user_attr("guard_baseline", score)
+            self.study.set_user_attr("guard_baseline_error", error)
+            return None, ev
+        if error is not None:
+            return f"quality {guard}: the eval failed: {error}", ev
+        attrs = self.study.user_attrs
+        return guard.verdict(score, attrs.get("guard_baseline"), attrs.get("guard_baseline_error")), ev
+
+    def _limits(self, cells: list[Any]) -> tuple[list[float], list[str]]:
         """Constraint values (<= 0 holds) and what failed."""
         out, why = [], []
         for lim in self.opts.constraints:
@@ -333,44 +356,43 @@ class Search:
             out.append(0.0 if ok else 1.0 + abs((v or 0.0) - lim.limit))
             if not ok:
                 why.append(f"{lim.term.metric}@{lim.term.cell} = {v} (limit {lim.op} {lim.limit:g})")
-        if self._needs_guard(c):
-            score = self._guard_score(res)
-            c.trial.set_user_attr("guard_score", score)
-            base = self.study.user_attrs.get("guard_baseline")
-            if c.trial.user_attrs.get("baseline"):
-                self.study.set_user_attr("guard_baseline", score)
-            elif score is None or (base is not None and score < base - self.opts.guard.points):  # type: ignore[union-attr]
-                out.append(1.0)
-                why.append(f"quality {self.opts.guard}: {score} vs {base} at the start")
         return out, why
 
     def measure(self, c: Candidate, res: LaunchResult, run_id: str) -> None:
-        """Bench a ready candidate and record the trial."""
+        """Bench a ready candidate, guard it, and record the trial."""
         self.say(f"trial {c.number}: benchmarking {_knobs(c.params)}")
         result = self._bench(res)
         cells = [cell.as_dict() for cell in result.cells]
-        report = self._report(c, result, run_id, res.secrets)
-        attrs: dict[str, Any] = {"knobs": c.params, "run_id": run_id, "report": str(report), "cells": cells}
+        attrs: dict[str, Any] = {"knobs": c.params, "run_id": run_id, "cells": cells}
         attrs["client_bound"] = any(cell["client_bound"] for cell in cells)
         failure = result.failure()
         values = [o.value(cells) for o in self.opts.objectives]
         if failure is not None or any(v is None for v in values):
             reason = failure.message if failure else "the bench has no value for an objective's cell"
             self.say(f"trial {c.number}: failed: {reason}")
+            attrs["report"] = str(self._report(c, result, run_id, res.secrets))
             record(
                 self.study, c.trial, attrs | {"outcome": "failed", "stage": "bench", "reason": reason}, None
             )
         else:
-            limits, why = self._limits(c, cells, res)
+            limits, why = self._limits(cells)
+            guarded, ev = self._guard(c, res)
+            attrs["report"] = str(self._report(c, result, run_id, res.secrets, ev))
+            if guarded is not None:
+                limits, why = [*limits, 1.0], [*why, guarded]
             outcome = "rejected" if why else "ok"
             attrs |= {"outcome": outcome, "values": values, "constraint_values": limits or [0.0]}
             if why:
-                attrs |= {"stage": "limits", "reason": "; ".join(why)}
+                attrs |= {"stage": "limits" if len(why) > 1 or guarded is None else "guard"}
+                attrs["reason"] = "; ".join(why)
             self.say(f"trial {c.number}: {outcome}: {', '.join(f'{v:.4g}' for v in values if v is not None)}")
             record(self.study, c.trial, attrs, [float(v) for v in values if v is not None])
         self.durations.append(time.monotonic() - c.started)
 
-    def _report(self, c: Candidate, result: Any, run_id: str, secrets: list[str]) -> Path:
+    def _report(
+        self, c: Candidate, result: Any, run_id: str, secrets: list[str], evaluation: Any = None
+    ) -> Path:
+        """The trial's run report (with the guard's evaluation and its per-sample records, if any)."""
         from lair.report import write_run_report
 
         out = self.folder / "trials" / f"{c.number:04d}"
@@ -379,7 +401,9 @@ class Search:
         try:
             doc = result if result is not None else _no_bench(run_id)
             logs = {"head": _live_log(run_id)}
-            return write_run_report(path, run_id, doc, logs, self.opts.values, out_dir=out, secrets=secrets)
+            return write_run_report(
+                path, run_id, doc, logs, self.opts.values, out_dir=out, secrets=secrets, evaluation=evaluation
+            )
         finally:
             path.unlink(missing_ok=True)
 

@@ -17,13 +17,15 @@ there whatever the measurements; the measurements only decide which one wins.
 - Ctrl-C (SIGINT) in the middle of a tune: exit 130, nothing left running, and the same command
   resumes the same study with the trial numbers going on;
 - ``--publish`` to a real ``lair serve``: the fork of tiny-cpu has the winner as its revision and the
-  confirmation run's rows.
+  confirmation run's rows;
+- the quality guard on the real ``lair eval``: on a model scripted to answer "69", a grammar that
+  cannot say 69 is rejected with both scores, a KV dtype that leaves the answers alone passes.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import re
 import signal
 import subprocess
 import sys
@@ -36,6 +38,7 @@ from typing import Any
 
 import pytest
 
+from lair.testing.cli import lair
 from lair.testing.registry import serve_process
 
 pytestmark = [pytest.mark.integration]
@@ -64,26 +67,13 @@ values = [512, 0, "auto"]
 TUNE = ["--decode-tokens", "32", "--repeat", "2"]
 
 
-def lair(
-    *args: str, timeout: float = 600, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lair", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def _copy(where: Path) -> Path:
+def _copy(where: Path, space: str = SPACE, threads: str = "8") -> Path:
     recipe = where / "tiny-cpu" / "recipe.toml"
     recipe.parent.mkdir(parents=True)
     text = TINY.read_text()
     assert '"--threads", "2",' in text
-    recipe.write_text(text.replace('"--threads", "2",', '"--threads", "8",'))  # see the module docstring
-    (where / "space.toml").write_text(SPACE)
+    recipe.write_text(text.replace('"--threads", "2",', f'"--threads", "{threads}",'))  # module docstring
+    (where / "space.toml").write_text(space)
     return recipe
 
 
@@ -261,7 +251,7 @@ def test_publish_as_a_fork(tmp_path: Path, site: tuple[str, str], lair_home: Pat
         "--sampler",
         "grid",
     ]
-    res = lair("tune", str(recipe), *args, *TUNE, "--json", "--publish", env=env)
+    res = lair("tune", str(recipe), *args, *TUNE, "--json", "--publish", env=env, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout)
     assert out["best"]["knobs"] == {"--threads": "1"}, out["trials"]
@@ -284,3 +274,89 @@ def test_publish_as_a_fork(tmp_path: Path, site: tuple[str, str], lair_home: Pat
     rows = [m for m in page["measurements"] if m.get("revision") in (2, None)]
     assert len(page["measurements"]) == pub["report"]["rows"] >= 1, page["measurements"]
     assert {(m["context"], m["concurrency"]) for m in rows} == {(256, 1)}, page["measurements"]
+
+
+ARITH = ROOT / "src" / "lair" / "eval" / "tasks" / "lair_arith.jsonl"
+GUARD_LIMIT = 4
+NO_SIX = "root ::= [^6]*"
+KNOBS = ("--cache-type-k", "--grammar")
+GUARD_SPACE = f"""\
+sampler = "grid"
+objective = "max decode_tok_s_per_stream@ctx=256,c=1"
+guard = "lair_arith:10"
+budget = "4m"
+trials = 10
+
+[[param]]
+name = "--cache-type-k"          # a KV dtype: guarded by its name
+values = ["q8_0"]
+
+[[param]]
+name = "--grammar"
+values = ["{NO_SIX}"]
+changes_output = true
+"""
+
+
+def _arith_right(output: str, answer: str) -> bool:
+    """lair_arith's own rule (its yaml): the first integer of the output is the answer."""
+    m = re.search(r"-?[0-9]+", output)
+    return m is not None and m.group(0) == answer
+
+
+def test_quality_guard_rejects_the_candidate_that_answers_worse(tmp_path: Path, lair_home: Path) -> None:
+    """The guard on the real ``lair eval``: the model is scripted to answer "69" to every prompt (right
+    for doc 3 of lair_arith's first four, 33 + 36, by the task file), so the start scores 25 points.
+    A KV dtype (``--cache-type-k q8_0``, guarded by its name) leaves the answers as they are on this
+    model (its layers write nothing to the residual stream): it passes. A server-wide grammar without
+    the digit 6 (llama.cpp's ``--grammar``, applied to every request that sends none) cannot say 69:
+    that candidate and the one with both knobs lose 25 points, more than the guard's 10, and are
+    rejected with their scores while benched like the others. Expected scores come from the task
+    file and each trial's own per-sample records, by the task's rule."""
+    from lair.testing.tiny_model import make_tiny_model
+
+    model = make_tiny_model(tmp_path / "model", answer="69", ctx=8192).parent  # the hook keeps it
+    recipe = _copy(tmp_path, GUARD_SPACE, threads="1")
+    args = ["--space", str(tmp_path / "space.toml"), "--guard-limit", str(GUARD_LIMIT)]
+    args += ["--decode-tokens", "512", "--no-confirm", "--set", f"MODEL_DIR={model}", "--json"]
+    t0 = time.monotonic()
+    res = lair("tune", str(recipe), *args, timeout=300)
+    took = time.monotonic() - t0
+    assert res.returncode == 0, res.stderr[-4000:]
+    doc = json.loads(res.stdout)
+    assert doc["guard"] == "lair_arith:10" and doc["stop_reason"] == "every candidate of the space was tried"
+    assert doc["counts"] == {"ok": 2, "rejected": 2, "refused": 0, "failed": 0, "interrupted": 0}, doc
+    answers = [json.loads(x)["answer"] for x in ARITH.read_text().splitlines()][:GUARD_LIMIT]
+    start = 100 * sum(a == "69" for a in answers) / GUARD_LIMIT
+    assert start == 25.0  # doc 3 only
+    trials = {(t["knobs"]["--cache-type-k"], t["knobs"]["--grammar"]): t for t in doc["trials"]}
+    assert set(trials) == {(k, g) for k in ("(unset)", "q8_0") for g in ("(unset)", NO_SIX)}
+    for (kv, grammar), t in trials.items():
+        report = Path(t["report"])
+        samples = [json.loads(x) for x in (report / "eval_samples.jsonl").read_text().splitlines()]
+        assert sorted(s["doc_id"] for s in samples) == list(range(GUARD_LIMIT)), samples
+        outputs = {s["doc_id"]: s["output"] for s in samples}
+        right = [_arith_right(outputs[i], a) for i, a in enumerate(answers)]
+        assert [s["verdict"] == "pass" for s in sorted(samples, key=lambda s: s["doc_id"])] == right
+        score = 100 * sum(right) / GUARD_LIMIT
+        assert t["guard_score"] == pytest.approx(score), t
+        results = json.loads((report / "results.json").read_text())
+        assert results["eval"]["suites"][0]["score"] == pytest.approx(score / 100)
+        assert len(results["bench"]["cells"]) == 1 and t["values"][0] > 0  # benched, whatever the guard
+        ran = tomllib.loads((report / results["recipe"]["file"]).read_text())  # the recipe as run
+        argv = ran["entrypoint"] + ran.get("args", [])
+        assert [argv[argv.index(f) + 1] if f in argv else "(unset)" for f in KNOBS] == [kv, grammar]
+        if grammar == "(unset)":
+            assert [o.strip() for o in outputs.values()] == ["69"] * GUARD_LIMIT  # as scripted
+            assert t["outcome"] == "ok" and t["reason"] is None and score == start, t
+        else:
+            assert all("6" not in o and o for o in outputs.values()), outputs  # the grammar held
+            assert score < start - 10
+            assert t["outcome"] == "rejected" and t["stage"] == "guard", t
+            assert t["reason"] == (
+                f"quality lair_arith:10: {score:g} points on lair_arith against {start:g} at the start"
+                f" ({start - score:g} lost, more than 10)"
+            )
+    assert trials[("(unset)", "(unset)")]["baseline"] and doc["best"]["knobs"]["--grammar"] == "(unset)"
+    assert "quality lair_arith:10" in (Path(doc["folder"]) / "report.md").read_text()
+    assert took < 180, took

@@ -4,28 +4,14 @@ the tiny-cpu example."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+from lair.testing.cli import lair
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "examples" / "tiny-cpu" / "recipe.toml"
 BENCH = ["--bench", "--bench-contexts", "256", "--bench-decode-tokens", "32", "--bench-repeat", "2"]
-
-
-def lair(
-    *args: str, timeout: float = 180, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-m", "lair", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
+__all__ = ["BENCH", "ROOT", "TINY", "lair", "tiny_copy"]
 
 
 def tiny_copy(where: Path) -> Path:

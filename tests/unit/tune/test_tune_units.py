@@ -252,3 +252,75 @@ def test_winner_file_keeps_comments_and_loads(tmp_path: Path) -> None:
     with pytest.raises(RecipeError):
         write_winner(src, tmp_path / "bad.toml", {"--parallel": "4"}, {**stamp, "from_sha256": "nope"})
     assert not (tmp_path / "bad.toml").exists()
+
+
+def test_guard_verdict_by_hand() -> None:
+    g = parse_guard("lair_arith:10")
+    assert g.verdict(25.0, 25.0) is None and g.verdict(15.0, 25.0) is None  # exactly 10 lost passes
+    assert g.verdict(30.0, 25.0) is None
+    assert g.verdict(0.0, 25.0) == (
+        "quality lair_arith:10: 0 points on lair_arith against 25 at the start (25 lost, more than 10)"
+    )
+    assert g.verdict(14.9, 25.0) == (
+        "quality lair_arith:10: 14.9 points on lair_arith against 25 at the start (10.1 lost, more than 10)"
+    )
+    assert 100 * 10 / 30 - 100 * 7 / 30 > 10  # 3 of 30 samples lost: 10.000000000000004 in floats
+    assert g.verdict(100 * 7 / 30, 100 * 10 / 30) is None  # ... and 10 points by hand
+    assert g.verdict(None, 25.0) == "quality lair_arith:10: no score on lair_arith"
+    # a start without a score vouches for nothing: every guarded candidate fails, with the start's reason
+    assert g.verdict(25.0, None) == (
+        "quality lair_arith:10: the starting recipe has no score on lair_arith to compare with"
+    )
+    assert g.verdict(25.0, None, "cannot connect").endswith("to compare with (cannot connect)")
+
+
+def test_xllamacpp_kv_types_and_grammar() -> None:
+    from lair.engines.xllamacpp_server import _params, build_parser
+
+    base = ["python3", "-m", "lair.engines.xllamacpp_server", "--model", "m.gguf"]
+    ok, bad = parse_check([[*base, "-ctk", "q8_0", "--cache-type-v", "f16", "--grammar", "root ::= [^6]*"],
+                           [*base, "--cache-type-k", "fp8"]])  # fmt: skip
+    assert ok is None
+    assert bad is not None and "argument --cache-type-k/-ctk: invalid choice: 'fp8'" in bad
+    pytest.importorskip("xllamacpp")
+    p = _params(build_parser().parse_args([*base[3:], "-ctk", "q8_0", "--grammar", "root ::= [^6]*"]))
+    assert (p.cache_type_k.name, p.cache_type_v.name) == ("GGML_TYPE_Q8_0", "GGML_TYPE_F16")
+    assert p.sampling.grammar.grammar == "root ::= [^6]*" and p.sampling.grammar.type.name.endswith("_USER")
+    plain = _params(build_parser().parse_args(base[3:]))
+    assert plain.sampling.grammar.grammar == ""  # no --grammar: llama.cpp's default, none
+
+
+def test_guard_on_an_engine_that_does_not_answer(tmp_path: Path) -> None:
+    """The guard's eval against a port nothing listens on: the start's score is None with the eval's
+    reason, a guarded candidate is rejected with it (the tune goes on), a candidate whose knobs
+    change no output is not evaluated."""
+    import socket
+
+    from lair.launch import LaunchResult
+    from lair.tune import TuneOptions
+    from lair.tune.runner import Candidate, Search
+    from lair.tune.study import open_study
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: connections are refused
+    space = parse_params(["--cache-type-k=q8_0", "--threads=1"], sampler="random", seed=1).with_baseline(
+        {"--cache-type-k": UNSET, "--threads": "2"}
+    )
+    obj = parse_objective("max decode_tok_s_per_stream@ctx=256,c=1")
+    opts = TuneOptions(ROOT / "examples" / "tiny-cpu" / "recipe.toml", space, [obj])
+    opts.guard, opts.guard_limit = parse_guard("lair_arith:10"), 2
+    study = open_study(tmp_path, "g", space, ["max"])
+    s = Search(opts, study, tmp_path, TINY)
+    res = LaunchResult(run_id="r", endpoint=f"http://127.0.0.1:{port}/v1", state="running")
+    study.enqueue_trial({"--cache-type-k": UNSET, "--threads": "2"}, user_attrs={"baseline": True})
+    start = Candidate(study.ask(), {"--cache-type-k": UNSET, "--threads": "2"}, TINY)
+    assert s._guard(start, res) == (None, None)
+    why = study.user_attrs["guard_baseline_error"]
+    assert study.user_attrs["guard_baseline"] is None and f"127.0.0.1:{port}" in why, why
+    kv = Candidate(study.ask(), {"--cache-type-k": "q8_0", "--threads": "2"}, "")
+    reason, ev = s._guard(kv, res)
+    assert ev is None and reason == f"quality lair_arith:10: the eval failed: {why}"
+    assert kv.trial.user_attrs["guard_score"] is None
+    threads = Candidate(study.ask(), {"--cache-type-k": UNSET, "--threads": "1"}, "")
+    assert s._guard(threads, res) == (None, None) and "guard_score" not in threads.trial.user_attrs
