@@ -10,7 +10,6 @@ interrupted trials as failed, duplicates as pruned.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +22,6 @@ __all__ = ["COUNTED", "open_study", "record", "stale_to_failed"]
 
 COUNTED = ("ok", "rejected", "refused", "failed")
 """Outcomes that count towards ``--trials`` (an interrupted or duplicate trial does not)."""
-
-
-def _constraints(trial: optuna.trial.FrozenTrial) -> Sequence[float]:
-    return list(trial.user_attrs.get("constraint_values", [0.0]))
 
 
 def _grid(grid: dict[str, list[str]], seed: int | None) -> Any:
@@ -49,9 +44,8 @@ def _sampler(space: Space) -> Any:
         return _grid({p.name: list(p.values) for p in space.params}, space.seed)
     if space.sampler == "random":
         return optuna.samplers.RandomSampler(seed=space.seed)
-    return optuna.samplers.TPESampler(
-        seed=space.seed, constraints_func=_constraints, n_startup_trials=min(5, max(1, space.size() // 3))
-    )
+    # the limits and the guard reach TPE as the trial's constraints (``record``: set_constraint)
+    return optuna.samplers.TPESampler(seed=space.seed, n_startup_trials=min(5, max(1, space.size() // 3)))
 
 
 def open_study(folder: Path, name: str, space: Space, directions: list[str]) -> optuna.Study:
@@ -80,6 +74,8 @@ def record(
 
     for k, v in attrs.items():
         trial.set_user_attr(k, v)
+    for i, v in enumerate(attrs.get("constraint_values", ())):  # > 0: infeasible, for TPE
+        trial.set_constraint(f"c{i}", float(v))
     outcome = attrs["outcome"]
     if outcome in ("ok", "rejected") and values is not None:
         study.tell(trial, values)

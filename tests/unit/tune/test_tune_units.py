@@ -324,3 +324,24 @@ def test_guard_on_an_engine_that_does_not_answer(tmp_path: Path) -> None:
     assert kv.trial.user_attrs["guard_score"] is None
     threads = Candidate(study.ask(), {"--cache-type-k": UNSET, "--threads": "1"}, "")
     assert s._guard(threads, res) == (None, None) and "guard_score" not in threads.trial.user_attrs
+
+
+def test_tpe_sees_a_rejected_trial_as_infeasible(tmp_path: Path) -> None:
+    """The default sampler (TPE) with no deprecated ``constraints_func`` (warnings are errors here):
+    a rejected trial's limits reach Optuna as the trial's constraints, > 0 meaning infeasible."""
+    from optuna.samplers import TPESampler
+
+    from lair.tune.study import open_study, record
+
+    space = parse_params(["--p=1,2,4"], seed=1)
+    assert space.sampler == "tpe"
+    study = open_study(tmp_path, "t", space, ["max"])
+    assert isinstance(study.sampler, TPESampler)
+    for outcome, limits in (("ok", [0.0]), ("rejected", [0.0, 1.0])):
+        t = study.ask()
+        t.suggest_categorical("--p", ["1", "2", "4"])
+        record(study, t, {"outcome": outcome, "values": [5.0], "constraint_values": limits}, [5.0])
+    ok, rejected = study.trials
+    assert ok.constraints == {"c0": 0.0}
+    assert rejected.constraints == {"c0": 0.0, "c1": 1.0}
+    assert [t.number for t in study.best_trials] == [0]  # the infeasible one is never the best
