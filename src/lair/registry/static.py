@@ -42,6 +42,7 @@ def static_urls(db: str | None) -> list[str]:
             f"/recipes/{slug}.json",
             f"/recipes/{slug}/placeholders",
             f"/recipes/{slug}/fit",
+            f"/recipes/{slug}/cost",  # at the default price: a static host ignores ?price_kwh=
         ]
         urls += [f"/api/v1/recipes/{slug}.{ext}" for ext in ("json", "toml", "yaml")]
     for slug, n in sorted(rows):

@@ -70,8 +70,9 @@ def created(page: Any) -> int:
         page.evaluate(
             "() => document.querySelectorAll('main script, main iframe, main object, main embed, main img, "
             "main svg:not(.chart), main video, main audio, main marquee, main xss, main math, "
-            # the page's own <details> (the derived command, the model facts); a payload's has neither class
-            "main details:not(.derived-command):not(.model-facts-fields), main [ontoggle], "
+            # the page's own <details> (the derived command, the model facts, a row's certificate); a
+            # payload's has none of those classes
+            "main details:not(.derived-command):not(.model-facts-fields):not(.certificate), main [ontoggle], "
             "main base, main meta, main link, main style, main [onerror], main [onload], main [onclick], "
             'main a[href^="javascript" i]\').length'
         )

@@ -171,3 +171,58 @@ def test_fit_widget(page: Any, site: str, artifacts: Path) -> None:
     page.goto(f"{site}/recipes/{SLUG_000}")
     facts = page.locator("[data-section=fit] p.model-facts").inner_text()
     assert "61 layers" in facts and "from the recipe's meta.model_facts" in facts
+
+
+def test_a_rows_certificate_opens_and_its_reproduce_command_selects_in_one_click(
+    page: Any, served: Any, artifacts: Path
+) -> None:
+    """A verified row (a made-up report on an H100 uploaded through the API): its certificate opens on
+    a click and shows the seed, the GPU samples and the energy; one click on its ``lair reproduce``
+    command selects all of it (no script: CSS user-select); the price form renders $/Mtok at the
+    price typed, J/output token x 10^6 / 3.6x10^6 x price."""
+    import sqlalchemy as sa
+
+    from lair.registry.db.engine import make_engine
+    from lair.registry.service.accounts import create_token, create_user
+    from lair.registry.service.publish import RECIPES, REVISIONS
+    from lair.testing.registry import tgz
+    from lair.testing.reports import made_up_report
+
+    engine = make_engine(served.db)
+    with engine.begin() as conn:
+        token = create_token(conn, create_user(conn, "cert-uploader"), "cli")
+        toml, sha = conn.execute(
+            sa.select(REVISIONS.c.toml, REVISIONS.c.sha256)
+            .join(RECIPES, RECIPES.c.id == REVISIONS.c.recipe_id)
+            .where(RECIPES.c.slug == LLAMA_SLUG)
+        ).one()
+    engine.dispose()
+    h100 = {"count": 1, "models": ["NVIDIA H100 80GB HBM3"], "memory": ["81559 MiB"]}
+    files = made_up_report(toml, sha, decode_tok_s=100.0, gpus=h100, contexts=(2048,), ttft_ms=100.0)
+    headers = {"authorization": f"Bearer {token}", "content-type": "application/gzip"}
+    req = urllib.request.Request(f"{served.base}/api/v1/reports", tgz(files), headers, method="POST")
+    with urllib.request.urlopen(req) as r:
+        report_id = json.loads(r.read())["id"]
+    with urllib.request.urlopen(f"{served.base}/api/v1/recipes/{LLAMA_SLUG}.json") as r:
+        (row,) = [m for m in json.loads(r.read())["measurements"] if m["report_id"] == report_id]
+    assert row["tier"] == "verified"
+    j = row["energy"]["j_per_output_token"]
+
+    page.goto(f"{served.base}/recipes/{LLAMA_SLUG}")
+    details = page.locator(f'details.certificate[data-row="{row["id"]}"]')
+    assert details.evaluate("d => d.open") is False
+    details.locator("summary").click()
+    assert details.evaluate("d => d.open") is True
+    text = details.inner_text()
+    for shown in ("seed 7", "20 samples of 1 GPU", f"{j:.3g} J/output token", "driver 580.159.04",
+                  "not client-bound", "cold"):  # fmt: skip
+        assert shown in text, shown
+    page.screenshot(path=str(artifacts / "recipe-certificate.png"), full_page=True)
+    page.locator(f"#row-{row['id']} code.reproduce").click()
+    assert page.evaluate("() => window.getSelection().toString()") == f"lair reproduce {row['row_id']}"
+
+    page.fill("form#price input[name=price_kwh]", "0.31")
+    page.click("form#price button[type=submit]")
+    page.wait_for_url(f"**/recipes/{LLAMA_SLUG}/cost?price_kwh=0.31")
+    cost = page.locator(f"tr:has(#row-{row['id']}) td.cost").inner_text()
+    assert float(cost.lstrip("$")) == pytest.approx(j * 1e6 / 3.6e6 * 0.31, rel=5e-3)

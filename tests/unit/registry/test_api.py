@@ -140,6 +140,8 @@ ERROR_URLS = [
     (f"/api/v1/recipes/{SLUG_000}/fit", 422),
     (f"/api/v1/recipes/{SLUG_000}/fit?gpu=abacus", 422),
     (f"/api/v1/recipes/{LLAMA_SLUG}/placeholders?PORT=eighty", 422),
+    (f"/api/v1/recipes/{SLUG_000}/cost?price_kwh=-1", 422),
+    ("/recipes/nope/cost.json", 404),
     ("/api/v1/nothing-here", 404),
     ("/recipes.json?limit=-3", 422),
     ("/recipes/nope.json", 404),
@@ -166,6 +168,7 @@ HTML_ERRORS = [
     ("/nothing/here", 404),
     ("/recipes/nope/fit", 404),
     ("/recipes/nope/placeholders", 404),
+    ("/recipes/nope/cost", 404),
 ]
 
 

@@ -20,6 +20,7 @@ from lair.registry.service.recompute import check_cells
 from lair.testing.uploads import encode, tar_gz
 
 THEIRS_DECODE = (100.0 + 3 / 0.031) / 2
+_SELECT = 'title="click once to select the command"'
 
 
 @pytest.fixture
@@ -69,7 +70,9 @@ def test_a_row_has_a_stable_id_and_is_pending_until_an_attempt(site: Site) -> No
     ]
     assert row["replication"] == {"status": "pending", "replicated": 0, "not_reproduced": 0, "attempts": []}
     page = site.client.get("/recipes/tiny-cpu").text
-    assert f'id="row-{mid}"' in page and f'value="{rid}"' in page
+    assert f'id="row-{mid}"' in page
+    assert f'<code class="reproduce" {_SELECT}>lair reproduce {rid}</code>' in page
+    assert f'<a class="row-link" href="#row-{mid}"' in page
     assert "replication: pending (no attempt yet)" in page
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "ApiToken",
     "Base",
     "Blob",
+    "CellCertificate",
     "ChartSvg",
     "ExternalIdentity",
     "Measurement",
@@ -374,3 +375,21 @@ class ReplicationAttempt(Base):
         Index("ix_replication_target", "target_id", "created_at"),
         Index("ix_replication_report", "report_id"),
     )
+
+
+class CellCertificate(Base):
+    """The certificate behind a speed row from a report (migration 0011): ``certificate`` holds what
+    the recipe page shows of the cell's and the run's certificate as JSON
+    (:func:`lair.registry.service.certificates.summary`); the energy figures are columns."""
+
+    __tablename__ = "cell_certificates"
+
+    measurement_id: Mapped[int] = mapped_column(
+        ForeignKey("measurements.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    certificate: Mapped[str] = mapped_column(Text)
+    j_per_output_token: Mapped[float | None] = mapped_column(Float)
+    j_per_prompt_token: Mapped[float | None] = mapped_column(Float)
+    avg_w: Mapped[float | None] = mapped_column(Float)
+    peak_w: Mapped[float | None] = mapped_column(Float)
+    energy_source: Mapped[str | None] = mapped_column(String(32))

@@ -15,6 +15,7 @@ from lair.recipe import Recipe, secret_env_names
 from lair.registry.service.chart import speed_chart
 from lair.registry.service.document import api_url
 from lair.registry.service.driver import driver_floor
+from lair.registry.service.energy import DEFAULT_PRICE_KWH, MAX_PRICE_KWH, with_costs
 from lair.registry.service.fitting import facts_origin, gpu_choices, known_facts, rated_rows
 from lair.registry.service.launchview import derived_flags, derived_hardware, launch_lines
 from lair.registry.service.markdown import render_markdown
@@ -123,9 +124,10 @@ def _flags(rec: RecipeRecord) -> list[dict[str, str]]:
     return [] if rec.recipe.meta.flags else derived_flags(rec.recipe)
 
 
-def _performance(rec: RecipeRecord) -> dict[str, Any]:
+def _performance(rec: RecipeRecord, price_kwh: float) -> dict[str, Any]:
     rates, why = rated_rows(rec.recipe, rec.measurements, rec.rigs)
-    rows = [dict(r, rating=rate) for r, rate in zip(rec.measurements, rates, strict=True)]
+    costed = with_costs(rec.measurements, price_kwh)
+    rows = [dict(r, rating=rate) for r, rate in zip(costed, rates, strict=True)]
     why = why or "; ".join(sorted({r["missing"] for r in rates if r.get("missing")}))
     provenances = sorted({r["provenance"] for r in rows})
     return {
@@ -142,6 +144,9 @@ def _performance(rec: RecipeRecord) -> dict[str, Any]:
         "quality": rec.quality,
         "max_quality_spread": MAX_QUALITY_SPREAD,
         "needles": [n.model_dump() for n in rec.recipe.meta.needles],
+        "price_kwh": price_kwh,
+        "default_price_kwh": DEFAULT_PRICE_KWH,
+        "max_price_kwh": MAX_PRICE_KWH,
     }
 
 
@@ -155,7 +160,8 @@ def _catalog_id(name: str | None) -> str:
         return ""
 
 
-def recipe_page(rec: RecipeRecord, base: str) -> dict[str, Any]:
+def recipe_page(rec: RecipeRecord, base: str, price_kwh: float = DEFAULT_PRICE_KWH) -> dict[str, Any]:
+    """The page's view; its $/Mtok (energy) figures at ``price_kwh`` (the stored page: the default)."""
     r, m = rec.recipe, rec.recipe.meta
     url = api_url(base, rec.slug)
     facts, facts_why = known_facts(r)
@@ -203,7 +209,7 @@ def recipe_page(rec: RecipeRecord, base: str) -> dict[str, Any]:
         "hardware": _hardware(rec),
         "max_context": fmt_tokens(ctx) if (ctx := m.max_context or r.max_model_len) else None,
         "kv_pool": f"{m.kv_pool_tokens:,}" if m.kv_pool_tokens else None,
-        "performance": _performance(rec),
+        "performance": _performance(rec, price_kwh),
         "requirements": m.requirements.model_dump(exclude_none=True) if m.requirements else {},
         "driver_floor": driver_floor(r),
         "placeholders": form_fields(r, {}),

@@ -12,6 +12,7 @@ from sqlalchemy import Connection
 from lair.errors import RegistryError
 from lair.recipe import Recipe
 from lair.registry.service.canonical import revision_model
+from lair.registry.service.certificates import with_certificates
 from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, VERSION, visible
 from lair.registry.service.quality import quality_rows
 from lair.registry.service.replication import with_attempts
@@ -160,6 +161,7 @@ def get_recipe(conn: Connection, slug: str, revision: int | None = None) -> Reci
     row = _recipe_row(conn, slug)
     rev = _revision(conn, row.id, revision or row.latest_revision)
     rows = with_attempts(conn, row.slug, _measurements(conn, row.id, rev.number))  # row ids, replications
+    rows = with_certificates(conn, rows)  # each row's certificate and energy figures
     return RecipeRecord(
         id=row.id,
         slug=row.slug,

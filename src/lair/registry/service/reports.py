@@ -29,6 +29,7 @@ from lair.registry.service import replication
 from lair.registry.service.accounts import Actor
 from lair.registry.service.archive import unpack
 from lair.registry.service.blobs import BlobStore
+from lair.registry.service.certificates import record_certificates
 from lair.registry.service.fitting import fingerprint_gpus
 from lair.registry.service.permissions import ensure
 from lair.registry.service.publish import (
@@ -116,6 +117,7 @@ def _record(
     )  # fmt: skip
     if v.rows:
         conn.execute(sa.insert(MEASUREMENTS), _measurements(v, ids, report_id, user_id))
+        record_certificates(conn, report_id, v.rows)
     if v.quality:
         base: dict[str, Any] = {"recipe_id": ids[0], "revision_id": ids[1], "submitted_by": user_id}
         base |= {"rig_fingerprint": v.rig, "report_id": report_id, "created_at": now()}

@@ -31,6 +31,7 @@ from lair.recipe import Recipe
 from lair.registry.service.archive import refuse
 from lair.registry.service.asrun import check_as_run
 from lair.registry.service.canonical import recipe_from_canonical
+from lair.registry.service.certificates import summary
 from lair.registry.service.recompute import NO_CERTIFICATE, Certified, check_cells, check_certificate
 from lair.registry.service.report_schema import (
     Fingerprint,
@@ -217,8 +218,10 @@ def _certified_tier(tier: str, note: str, cert: Certified, key: tuple[int, int])
 
 
 def _speed_rows(
-    cells: list[dict[str, Any]], ratings: list[Any], why: str, cert: Certified
+    cells: list[dict[str, Any]], ratings: list[Any], why: str, cert: Certified, run: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
+    """The rows of the cells: figures, roofline, tier and note, the cell's energy and what the page
+    shows of its certificate (:func:`~.certificates.summary`; None: the cell has none)."""
     out = []
     for c, rate in zip(cells, ratings, strict=True):
         tier, note = _certified_tier(*_tier(rate, why), cert, (int(c["context"]), int(c["concurrency"])))
@@ -235,6 +238,7 @@ def _speed_rows(
                 "provenance": tier,
                 "note": note,
                 "energy": (c.get("certificate") or {}).get("energy"),
+                "certificate": summary(c.get("certificate"), run),
             }
         )
     return out
@@ -274,6 +278,6 @@ def verify_report(files: dict[str, bytes], find_revision: Callable[[str], Found 
             reasons.append(f"{where}: above 100% of the roofline ({rate['why']})")
     if reasons or found is None:
         raise refuse(422, "report_refused", reasons)
-    rows_out = _speed_rows(cells, ratings, why, cert)
+    rows_out = _speed_rows(cells, ratings, why, cert, doc["bench"].get("certificate"))
     digest = digest_of(rows, doc, files.get(SAMPLES, b""))
     return Verified(found, digest, rig_fingerprint(fp), fp, str(doc.get("run_name") or ""), rows_out, quality)

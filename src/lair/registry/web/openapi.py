@@ -68,6 +68,13 @@ def _measurement() -> dict[str, Any]:
                 "type": "object",
                 "description": "status (pending, replicated, not-reproduced, mixed), counts and attempts[]",
             },
+            "certificate": {
+                "type": ["object", "null"],
+                "description": "how the cell was measured: cache, client, order, warm-up, GPU, software",
+            },
+            "certificate_missing": {"type": ["string", "null"], "description": "why there is none"},
+            "energy": {"type": ["object", "null"], "description": "J per output and prompt token, W, source"},
+            "cost": {"type": "object", "description": "price_kwh, usd_per_mtok_energy, why_none"},
         }
     )
 
@@ -137,6 +144,7 @@ def _submitted() -> dict[str, Any]:
                 "type": ["object", "null"],
                 "description": "the certificate's energy: J per token, tokens per kWh, watts, $/Mtok",
             },
+            "certificate": {"type": ["object", "null"], "description": "what the recipe page shows of it"},
         }
     )
     quality = _obj(
@@ -200,6 +208,7 @@ def _recipe_doc() -> dict[str, Any]:
             "updated_at": {"type": "string"},
             "recipe": _ref("Recipe"),
             "measurements": {"type": "array", "items": _ref("Measurement")},
+            "price_kwh": {"type": "number", "description": "the $ per kWh of the rows' cost"},
             "quality": {"type": "array", "items": _ref("QualityRow")},
             "driver_floor": floor,
             "revisions": {"type": "array", "items": rev},

@@ -29,10 +29,21 @@ def _num(v: Any) -> str:
     return f"{int(v):,}"
 
 
+def _sig(v: Any) -> str:
+    """A figure with three significant digits (0.391, 9.38, 312), thousands separated above 1,000."""
+    if v is None or v == "":
+        return "—"
+    x = float(v)
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}" if abs(x) >= 1e-4 else f"{x:.2e}"
+
+
 @cache
 def page_env() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True))
     env.filters["num"] = _num
+    env.filters["sig"] = _sig
     env.filters["tokens"] = fmt_tokens
     env.trim_blocks = env.lstrip_blocks = True
     return env

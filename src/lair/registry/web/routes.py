@@ -16,7 +16,8 @@ from starlette.responses import Response
 from lair.errors import RegistryError
 from lair.recipe import export_text
 from lair.registry.service import read, search
-from lair.registry.service.document import recipe_document, revision_document
+from lair.registry.service.document import cost_document, recipe_document, revision_document
+from lair.registry.service.energy import DEFAULT_PRICE_KWH, PARAM, parse_price
 from lair.registry.service.fitting import fit_for, gpu_choices
 from lair.registry.service.llms import llms_txt
 from lair.registry.service.outage import unavailable
@@ -32,6 +33,8 @@ __all__ = [
     "api_list",
     "api_recipe",
     "api_revision",
+    "cost",
+    "cost_json",
     "fit",
     "fit_json",
     "gpus",
@@ -220,6 +223,31 @@ async def fit_json(request: Request) -> Response:
     if out is None:
         raise RegistryError(422, "invalid", "query parameter gpu: required", hint="e.g. ?gpu=H200&gpus=2")
     return json_response(out)
+
+
+def _cost(request: Request) -> tuple[read.RecipeRecord, float, RegistryError | None]:
+    """The recipe, the price of ``?price_kwh=`` (the default when it is bad) and the error, if any."""
+    with _conn(request) as conn:
+        rec = read.get_recipe(conn, request.path_params["slug"])
+    try:
+        return rec, parse_price(request.query_params.get(PARAM)), None
+    except RegistryError as exc:
+        return rec, DEFAULT_PRICE_KWH, exc
+
+
+async def cost(request: Request) -> Response:
+    """The performance section with $/Mtok (energy) at the viewer's price; a bad price is the page
+    at the default price with the located error beside the form (422)."""
+    rec, price, error = _cost(request)
+    ctx = {"p": recipe_page(rec, _base(request), price), "error": error}
+    return html("cost.html", ctx, status=error.status if error else 200)
+
+
+async def cost_json(request: Request) -> Response:
+    rec, price, error = _cost(request)
+    if error is not None:
+        raise error
+    return json_response(cost_document(rec, _base(request), price), modified=rec.updated_at)
 
 
 async def gpus(request: Request) -> Response:
