@@ -25,9 +25,10 @@ def err(msg: str) -> None:
 
 def prepare(db: str | None, *, seed: bool = True) -> tuple[str, list[str]]:
     """Upgrade the schema; seed the bundled examples when there is no recipe yet; render the stored
-    documents of recipes that have none."""
+    documents again when an older release's writes left them stale, and those of recipes that have
+    none."""
     from lair.registry.service.publish import RECIPES, seed_examples
-    from lair.registry.service.stored import refresh_missing
+    from lair.registry.service.stored import documents_stale, refresh_missing, refresh_stale
 
     url = connect_url(db or default_url())
     engine = make_engine(url)
@@ -36,6 +37,10 @@ def prepare(db: str | None, *, seed: bool = True) -> tuple[str, list[str]]:
     with engine.begin() as conn:
         if seed and conn.execute(sa.select(sa.func.count()).select_from(RECIPES)).scalar_one() == 0:
             added = seed_examples(conn)
+    with engine.connect() as conn:
+        stale = documents_stale(conn)
+    if stale:  # an older release wrote without rendering: every recipe once (the app retries)
+        refresh_stale(engine)
     with engine.begin() as conn:  # recipes stored before migration 0009 get their documents once
         refresh_missing(conn)
     engine.dispose()

@@ -5,14 +5,18 @@ accounts, revisions, forks, retractions of speed and quality rows, hiding and sh
 users, new recipes) and a real report upload through the API; after each sequence every recipe's
 stored rows must be byte for byte what :func:`render_documents` renders from the tables at that
 moment, and a hidden recipe (or one of a hidden user) must have none. At the end, the stored bytes
-the app serves are compared with what the routes render when no stored row exists.
+the app serves are compared with what the routes render when no stored row exists. Writes of the
+release before (the rolling upgrade: ``n`` bumped, no document rendered) are shown at once, then
+rendered into the stored rows by the app, and the refresh never stamps rows an older write left stale.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
@@ -23,8 +27,17 @@ from upload_site import Site, make_site
 from lair.errors import RegistryError
 from lair.registry.service import community
 from lair.registry.service.accounts import Actor, create_user
-from lair.registry.service.publish import MEASUREMENTS, QUALITY, RECIPES, REVISIONS, USERS, publish, visible
-from lair.registry.service.stored import DOCUMENTS, render_documents
+from lair.registry.service.publish import (
+    MEASUREMENTS,
+    QUALITY,
+    RECIPES,
+    REVISIONS,
+    USERS,
+    now,
+    publish,
+    visible,
+)
+from lair.registry.service.stored import DOCUMENTS, documents_stale, refresh_stale, render_documents
 from lair.testing.uploads import encode, tar_gz
 
 NAMES = ("alice", "bob", "carol")
@@ -200,4 +213,101 @@ def test_lair_serve_renders_the_documents_a_database_from_before_0009_lacks(db_u
         assert conn.execute(sa.select(sa.func.count()).select_from(DOCUMENTS)).scalar_one() == 0
     prepare(db_url, seed=False)
     assert seeded > 0 and _check_all(engine) == seeded  # every recipe's rows, equal to a fresh render
+    engine.dispose()
+
+
+def _older_release_vote(engine: Engine, slug: str, user_id: int) -> int:
+    """A vote as a release before migration 0012 writes it, in its own transaction: ``n`` bumped
+    alone (a release before 0009 renders no stored document either, the case written here), the vote
+    row and the recipe's count; the count."""
+    from lair.registry.service.community import VOTES
+
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE registry_version SET n = n + 1 WHERE id = 1"))
+        rid = conn.execute(sa.select(RECIPES.c.id).where(RECIPES.c.slug == slug)).scalar_one()
+        conn.execute(sa.insert(VOTES).values(user_id=user_id, recipe_id=rid, created_at=now()))
+        count = sa.select(sa.func.count()).select_from(VOTES).where(VOTES.c.recipe_id == rid)
+        conn.execute(sa.update(RECIPES).where(RECIPES.c.id == rid).values(votes=count.scalar_subquery()))
+        return int(conn.execute(count).scalar_one())
+
+
+def _listed_votes(site: Site, slug: str, limit: int = 20) -> int:
+    items = site.client.get("/api/v1/recipes", params={"q": slug, "limit": limit}).json()["items"]
+    return int(next(i["votes"] for i in items if i["slug"] == slug))
+
+
+def _stale(engine: Engine) -> bool:
+    with engine.connect() as conn:
+        return documents_stale(conn)
+
+
+def test_a_write_of_an_older_release_is_served_then_rendered_into_the_stored_documents(
+    world: tuple[Site, dict[str, Actor]], engine: Engine
+) -> None:
+    """The rolling upgrade (docs/deploy.md): the release before writes without rendering; this
+    release's reads show the write at once (the routes render while the stamp is behind, lists and
+    searches miss their cache), and the app renders every recipe again and stamps them current."""
+    site, actors = world
+    site.client.headers.pop("authorization")  # anonymous reads: the ones stored documents serve
+    assert not _stale(engine)  # written by this release only (seeded, accounts)
+    json_url = "/api/v1/recipes/tiny-cpu.json"
+    before = site.client.get(json_url).json()["votes"]
+    assert _listed_votes(site, "tiny-cpu") == _listed_votes(site, "tiny-cpu", 5) == before  # cached
+    votes = _older_release_vote(engine, "tiny-cpu", actors["alice"].id)
+    assert votes == before + 1 and _stale(engine)
+    assert site.client.get(json_url).json()["votes"] == votes  # rendered by the route
+    assert site.client.get("/recipes/tiny-cpu").status_code == 200
+    assert _listed_votes(site, "tiny-cpu") == votes  # not the cached listing
+    deadline = time.monotonic() + 30
+    while _stale(engine):  # the read above started the app's refresh: poll it (reads poke it again)
+        assert time.monotonic() < deadline, "the app did not render the stale documents again"
+        site.client.get(json_url)
+        time.sleep(0.05)
+    assert _listed_votes(site, "tiny-cpu", 5) == votes  # cached before the vote: not revived after
+    _check_all(engine)  # every stored row is a fresh render again: the older release's vote in it
+    with engine.connect() as conn:
+        stored = orjson.loads(_stored(conn, "tiny-cpu")[("json", 0)][0])
+    assert stored["votes"] == votes
+    _served_equals_route(site, engine, "tiny-cpu")  # served from the stored rows again
+
+
+def test_the_refresh_stamps_nothing_when_an_older_release_wrote_while_it_ran(
+    world: tuple[Site, dict[str, Actor]], engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stamp is set only when the gap ``n - documents`` the refresh started from held: a vote of
+    the release before, committed after the renders and before the stamp, leaves it stale."""
+    from lair.registry.service import stored
+
+    _site, actors = world
+    _older_release_vote(engine, "tiny-cpu", actors["alice"].id)
+    real = stored._stamp_current
+
+    def late_write(engine: Engine, gap: int) -> bool:
+        _older_release_vote(engine, "tiny-cpu", actors["bob"].id)
+        return real(engine, gap)
+
+    monkeypatch.setattr(stored, "_stamp_current", late_write)
+    assert refresh_stale(engine) is False and _stale(engine)
+    with engine.begin() as conn:  # this release's own write keeps the gap: the next refresh stamps
+        community.vote(conn, actors["carol"], "tiny-cpu", True)
+    monkeypatch.setattr(stored, "_stamp_current", real)
+    assert refresh_stale(engine) is True and not _stale(engine)
+    _check_all(engine)
+
+
+def test_migration_0012_leaves_a_database_with_recipes_stale_and_an_empty_one_current(db_url: str) -> None:
+    from lair.registry.db.engine import make_engine, migrate
+    from lair.registry.service.publish import seed_examples
+
+    engine = make_engine(db_url)
+    migrate(engine, "0011")
+    migrate(engine)
+    assert not _stale(engine)  # nothing stored, nothing stale
+    migrate(engine, "0011")
+    with engine.begin() as conn:
+        seed_examples(conn)  # written while the stamp is not there: n alone
+    migrate(engine)
+    assert _stale(engine)
+    assert refresh_stale(engine) is True and not _stale(engine)
+    _check_all(engine)
     engine.dispose()

@@ -16,6 +16,15 @@ writers at once, held SQLite's write lock past its 10 s timeout that way). A hid
 by a hidden user) has no rows: its URLs fall through to the routes, which answer 404. Hiding a user
 changes other recipes too: the rows they submitted leave those recipes' documents.
 
+During an upgrade the release before may still be serving the same database (docs/deploy.md,
+"Upgrading while serving"), and its writes do not render these rows as this release would (before
+migration 0009 not at all). The stamp ``registry_version.documents`` tells them apart: this release's
+writes bump it with ``n`` (:func:`~.publish.bump_version`), an older release's bump ``n`` alone. The
+rows are read only while ``documents = n``; otherwise each read is rendered by its route, and
+:func:`refresh_stale` (run by ``lair serve`` at start, and on a thread of the app's :class:`Refresher`
+when a read finds the stamp behind) renders every recipe again and sets ``documents = n`` once no
+older release wrote while it ran.
+
 Links are rendered with ``BASE`` and the read puts the request's base URL in its place
 (:func:`with_base`), escaped for the document's kind. The pages and documents are built by the same
 functions the routes call (:func:`~.page.recipe_page`, :func:`~.document.recipe_document`), so a
@@ -26,8 +35,12 @@ from __future__ import annotations
 
 import hashlib
 import html
+import logging
+import threading
+import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
 import orjson
@@ -42,23 +55,29 @@ __all__ = [
     "BASE",
     "DOCUMENTS",
     "DOCUMENT_SQL",
+    "Refresher",
     "changed",
+    "documents_stale",
     "refresh_documents",
     "refresh_missing",
+    "refresh_stale",
     "render_documents",
     "user_recipes",
     "with_base",
 ]
 
+log = logging.getLogger(__name__)
 DOCUMENTS = cast(sa.Table, RecipeDocument.__table__)
 QUALITY = cast(sa.Table, QualityMeasurement.__table__)
 BASE = "https://lair-base.invalid"
 """What links start with in a stored document; replaced by the request's base URL when read."""
 _BASE_B = BASE.encode()
 DOCUMENT_SQL = (
-    "SELECT body, etag, modified FROM recipe_documents WHERE slug = {p} AND kind = {p} AND revision = {p}"
+    "SELECT d.body, d.etag, d.modified FROM recipe_documents d JOIN registry_version v"
+    " ON v.id = 1 AND v.documents = v.n WHERE d.slug = {p} AND d.kind = {p} AND d.revision = {p}"
 )
-"""The read: one primary-key lookup (``{p}`` is the driver's placeholder)."""
+"""The read: one primary-key lookup, and none while the stamp says the rows may be stale (``{p}`` is
+the driver's placeholder)."""
 
 _SLUG = sa.select(RECIPES.c.slug).where(RECIPES.c.id == sa.bindparam("rid"), visible())
 _DELETE = sa.delete(DOCUMENTS).where(DOCUMENTS.c.recipe_id == sa.bindparam("rid"))
@@ -162,6 +181,127 @@ def refresh_missing(conn: Connection, batch: int = 500) -> int:
     for rid in ids:
         refresh_documents(conn, rid)
     return len(ids)
+
+
+_STAMP = sa.select(VERSION.c.n, VERSION.c.documents).where(VERSION.c.id == 1)
+# Setting the stamp bumps ``lists`` too: lists and searches key their cache on (lists, votes, the
+# gap n - documents), and the gap going back to a value it had must not revive an entry of then.
+_START = (
+    sa.update(VERSION)
+    .where(VERSION.c.id == 1, VERSION.c.documents.is_(None))
+    .values(documents=VERSION.c.n - 1, lists=VERSION.c.lists + 1)
+)
+_HOLD = sa.update(VERSION).where(VERSION.c.id == 1).values(documents=VERSION.c.documents)
+_STAMP_CURRENT = (
+    sa.update(VERSION)
+    .where(VERSION.c.id == 1, VERSION.c.n - VERSION.c.documents == sa.bindparam("gap"))
+    .values(documents=VERSION.c.n, lists=VERSION.c.lists + 1)
+)
+_ELECTION = 0x1A12D0C5
+"""The PostgreSQL advisory lock the refresh of one process holds: one refresh per database."""
+CHECK_EVERY = 50
+"""Recipes rendered between two looks at the stamp (a write of an older release: start again later)."""
+
+
+def documents_stale(conn: Connection) -> bool:
+    """Whether a write left the stored documents stale: one of a release that bumps ``n`` alone."""
+    n, documents = conn.execute(_STAMP).one()
+    return bool(documents != n)
+
+
+def _gap(conn: Connection) -> int:
+    n, documents = conn.execute(_STAMP).one()
+    return int(n - documents)
+
+
+@contextmanager
+def _elected(engine: Engine) -> Iterator[bool]:
+    """True for the one process that refreshes (PostgreSQL: a session advisory lock on a
+    connection of its own; SQLite: every process, its writes are serialized anyway)."""
+    if engine.dialect.name != "postgresql":
+        yield True
+        return
+    with engine.connect() as conn:
+        got = bool(conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": _ELECTION}).scalar())
+        conn.commit()
+        try:
+            yield got
+        finally:
+            if got:
+                conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": _ELECTION})
+                conn.commit()
+
+
+def refresh_stale(engine: Engine, stop: threading.Event | None = None) -> bool:
+    """Render every recipe's documents again when a write of an older release left them stale (the
+    rolling upgrade, docs/deploy.md), then stamp them current, unless another such write came in
+    meanwhile (the gap ``n - documents`` it started from moved: this release's own writes keep it,
+    render what they change, and wait for each recipe's render on the version row's lock). True
+    when the documents are current afterwards."""
+    with engine.begin() as conn:
+        conn.execute(_START)  # a stamp that was never set counts as one write behind
+        gap = _gap(conn)
+    if gap == 0:
+        return True
+    with _elected(engine) as elected:
+        return elected and _render_all(engine, gap, stop) and _stamp_current(engine, gap)
+
+
+def _render_all(engine: Engine, gap: int, stop: threading.Event | None) -> bool:
+    """Every recipe's rows rendered again, one transaction each; False when the gap moved."""
+    with engine.connect() as conn:
+        ids = list(conn.execute(sa.select(RECIPES.c.id).order_by(RECIPES.c.id)).scalars())
+    for i, rid in enumerate(ids):
+        if stop is not None and stop.is_set():
+            return False
+        with engine.begin() as conn:
+            conn.execute(_HOLD)  # the lock a write takes first: one recipe's render at a time
+            if i % CHECK_EVERY == 0 and _gap(conn) != gap:
+                return False
+            refresh_documents(conn, rid)  # hidden ones: their rows removed
+    return True
+
+
+def _stamp_current(engine: Engine, gap: int) -> bool:
+    """``documents = n`` unless an older release wrote since the gap was read."""
+    with engine.begin() as conn:
+        return bool(conn.execute(_STAMP_CURRENT, {"gap": gap}).rowcount)
+
+
+class Refresher:
+    """:func:`refresh_stale` on a thread of its own, started by :meth:`poke` (the app pokes it when
+    a read finds the stamp behind): one run at a time, a new one ``RETRY_S`` after the last."""
+
+    RETRY_S = 2.0
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._last = float("-inf")
+
+    def poke(self) -> None:
+        with self._lock:
+            busy = self._thread is not None and self._thread.is_alive()
+            if busy or self._stop.is_set() or time.monotonic() - self._last < self.RETRY_S:
+                return
+            self._last = time.monotonic()
+            self._thread = threading.Thread(target=self._run, name="lair-documents", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            refresh_stale(self.engine, self._stop)
+        except Exception:  # an outage: the next poke after RETRY_S tries again
+            log.warning("rendering the stale stored documents failed", exc_info=True)
+        finally:
+            self._last = time.monotonic()
+
+    def close(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
 
 
 def with_base(body: bytes, kind: str, base: str) -> bytes:

@@ -22,6 +22,7 @@ from lair.registry.db.engine import connect_url, make_engine
 from lair.registry.oauth import Provider, load_providers
 from lair.registry.service.blobs import blob_store
 from lair.registry.service.outage import Unavailable, unavailable
+from lair.registry.service.stored import Refresher
 from lair.registry.settings import Settings
 from lair.registry.web import matrix_routes, pages, report_routes, routes, writes
 from lair.registry.web.auth import RateLimits
@@ -161,10 +162,12 @@ def create_app(
     providers = load_providers(conf.environ) if oauth is None else oauth
     engine = make_engine(url)
     versions = make_versions(url)
+    refresher = Refresher(engine)  # stored documents an older release's writes left stale
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> Any:
         yield
+        refresher.close()
         await versions.close()
         engine.dispose()
 
@@ -191,7 +194,7 @@ def create_app(
     app.state.allowed_hosts = hosts_for(public, names)
     app.state.oauth_providers = [{"name": p.name, "title": p.title} for p in providers.values()]
     size = cache_bytes if cache_bytes is not None else conf.cache_mb << 20
-    return CacheMiddleware(app, versions, ResponseCache(size) if size > 0 else None)
+    return CacheMiddleware(app, versions, ResponseCache(size) if size > 0 else None, refresher.poke)
 
 
 def _oauth(providers: Mapping[str, Provider], public_url: str) -> Any:

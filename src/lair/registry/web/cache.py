@@ -8,7 +8,9 @@ async psycopg connections, so a read never holds the loop).
 Everything else that is cached in memory (lists, searches, exports, other pages) keys on the
 counters of ``registry_version``, read before the route runs: lists and searches on ``lists`` (bumped
 by writes that change them) and ``votes`` (an entry outlives a vote by at most ``VOTE_TTL_S``), the
-rest on ``n`` (every write). SQLite reads them with a plain query; PostgreSQL with one query shared by
+rest on ``n`` (every write); lists and searches also on :attr:`Ver.foreign`, which moves with the
+writes of an older release serving the same database during an upgrade (they bump ``n`` alone). SQLite
+reads them with a plain query; PostgreSQL with one query shared by
 every request that arrived before it started, so a burst costs one round trip and a request never
 sees a counter read that began before it arrived. A write through any process is seen by the next
 request to any other. Entries are evicted least-recently-used past a byte budget.
@@ -38,7 +40,7 @@ __all__ = [
 ]
 
 VERSION_SQL = "SELECT n FROM registry_version WHERE id = 1"
-VERSIONS_SQL = "SELECT n, lists, votes FROM registry_version WHERE id = 1"
+VERSIONS_SQL = "SELECT n, lists, votes, documents FROM registry_version WHERE id = 1"
 SQLITE_DOCUMENT = DOCUMENT_SQL.format(p="?")
 PG_DOCUMENT = DOCUMENT_SQL.format(p="%s")
 VOTE_TTL_S = 1.0
@@ -53,6 +55,20 @@ class Ver(NamedTuple):
     n: int
     lists: int
     votes: int
+    documents: int | None = None
+
+    @property
+    def stale(self) -> bool:
+        """A write of an older release (it bumps ``n`` alone) since the stored documents were
+        rendered: they are not served, and lists and searches key on :attr:`foreign` too."""
+        return self.documents != self.n
+
+    @property
+    def foreign(self) -> int:
+        """Moves with every write of an older release (which bumps neither ``lists`` nor ``votes``
+        when it predates them): ``n - documents``, or ``n`` itself while the stamp was never set.
+        It goes back to 0 when the documents are stamped current, which bumps ``lists``."""
+        return self.n if self.documents is None else self.n - self.documents
 
 
 @dataclass(frozen=True)

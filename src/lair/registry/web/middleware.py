@@ -2,8 +2,9 @@
 entering Starlette.
 
 A recipe's JSON, page and revisions are read from the documents its writes stored (one indexed
-SELECT, :func:`stored_key` names the row a path serves); a recipe without stored rows, and a signed-in
-visitor's recipe page, go to the route. Otherwise a route marks a response cacheable with the
+SELECT, :func:`stored_key` names the row a path serves); a recipe without stored rows, any recipe
+while the rows are stale (an older release wrote without rendering them, during an upgrade), and a
+signed-in visitor's recipe page, go to the route. Otherwise a route marks a response cacheable with the
 ``x-lair-cache`` header; the middleware strips it, adds an ETag (a hash of the body, so every process
 agrees) and keeps the response under the version read before the route ran: the list version for
 lists and searches (:data:`LIST_PATHS`), the data version for the rest.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -102,9 +103,11 @@ def _document_entry(doc: Document, kind: str, base: str) -> Entry:
 def _fresh(hit: Entry, current: Ver, listing: bool) -> bool:
     if not listing:
         return bool(hit.version == current.n)
-    lists, votes = hit.version
+    lists, votes, foreign = hit.version
     return bool(
-        lists == current.lists and (votes == current.votes or time.monotonic() - hit.born < VOTE_TTL_S)
+        lists == current.lists
+        and foreign == current.foreign
+        and (votes == current.votes or time.monotonic() - hit.born < VOTE_TTL_S)
     )
 
 
@@ -116,13 +119,19 @@ def unavailable_response(path: str, u: Unavailable) -> Response:
     return resp
 
 
-async def data_version(versions: Versions, scope: Scope, receive: Any, send: Any) -> Ver | None:
-    """The current versions; None once a 503 was sent because the database is unavailable."""
+async def data_version(
+    versions: Versions, scope: Scope, receive: Any, send: Any, on_stale: Callable[[], None] | None = None
+) -> Ver | None:
+    """The current versions (``on_stale`` called when they say the stored documents are stale); None
+    once a 503 was sent because the database is unavailable."""
     try:
-        return await versions.current()
+        current = await versions.current()
     except Exception as exc:
         await _unavailable(exc, scope, receive, send)
         return None
+    if on_stale is not None and current.stale:
+        on_stale()
+    return current
 
 
 async def _unavailable(exc: Exception, scope: Scope, receive: Any, send: Any) -> None:
@@ -175,10 +184,18 @@ def _not_modified(scope: Scope, e: Entry) -> bool:
 
 class CacheMiddleware:
     """``cache`` None (``LAIR_REGISTRY_CACHE_MB=0``): stored documents are still served, every other
-    response is rendered by its route."""
+    response is rendered by its route. ``on_stale`` is called when a request finds the stored
+    documents stale (a write of an older release: :func:`~lair.registry.service.stored.refresh_stale`);
+    until they are rendered again the routes render each read."""
 
-    def __init__(self, app: Any, versions: Versions, cache: ResponseCache | None) -> None:
-        self.app, self.versions, self.cache = app, versions, cache
+    def __init__(
+        self,
+        app: Any,
+        versions: Versions,
+        cache: ResponseCache | None,
+        on_stale: Callable[[], None] | None = None,
+    ) -> None:
+        self.app, self.versions, self.cache, self.on_stale = app, versions, cache, on_stale
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and await refuse_host(scope, receive, _SecureSend(send), self.app):
@@ -197,7 +214,7 @@ class CacheMiddleware:
         if not read or personal or self.cache is None:
             if await refuse_cross_site(scope, receive, send, self.app):
                 return
-            if (current := await data_version(self.versions, scope, receive, send)) is None:
+            if (current := await data_version(self.versions, scope, receive, send, self.on_stale)) is None:
                 return
             scope.setdefault("state", {})["data_version"] = current
             await self.app(scope, receive, _SecureSend(send))
@@ -205,7 +222,7 @@ class CacheMiddleware:
         await self._cached(scope, receive, send, self.cache)
 
     async def _cached(self, scope: Scope, receive: Any, send: Any, cache: ResponseCache) -> None:
-        current = await data_version(self.versions, scope, receive, send)
+        current = await data_version(self.versions, scope, receive, send, self.on_stale)
         if current is None:
             return
         listing = scope["path"] in LIST_PATHS
@@ -215,7 +232,7 @@ class CacheMiddleware:
             await self._send(scope, send, hit)
             return
         scope.setdefault("state", {})["data_version"] = current
-        version = (current.lists, current.votes) if listing else current.n
+        version = (current.lists, current.votes, current.foreign) if listing else current.n
         await self.app(scope, receive, _Capture(self, scope, send, key, version))
 
     async def _send(self, scope: Scope, send: Any, e: Entry) -> None:
