@@ -64,7 +64,12 @@ values = [1]
 name = "--batch-size"
 values = [512, 0, "auto"]
 """
-TUNE = ["--decode-tokens", "32", "--repeat", "2"]
+TUNE = [
+    "--decode-tokens",
+    "128",
+    "--repeat",
+    "2",
+]  # 32 tokens can come in one read on a busy machine: no decode speed
 
 
 def _copy(where: Path, space: str = SPACE, threads: str = "8") -> Path:

@@ -10,7 +10,7 @@ from lair.testing.cli import lair
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "examples" / "tiny-cpu" / "recipe.toml"
-BENCH = ["--bench", "--bench-contexts", "256", "--bench-decode-tokens", "32", "--bench-repeat", "2"]
+BENCH = ["--bench", "--bench-contexts", "256", "--bench-decode-tokens", "128", "--bench-repeat", "2"]
 __all__ = ["BENCH", "ROOT", "TINY", "lair", "tiny_copy"]
 
 
