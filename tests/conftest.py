@@ -8,6 +8,7 @@ teardown naming the run: the fault stays with the test that made it.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +16,16 @@ from collections.abc import Iterator
 import pytest
 
 pytest_plugins = ["lair.testing.fixtures"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``extended`` tests (another layout of a slow path already covered) run with LAIR_TEST_EXTENDED=1."""
+    if os.environ.get("LAIR_TEST_EXTENDED") == "1":
+        return
+    skip = pytest.mark.skip(reason="extended: set LAIR_TEST_EXTENDED=1 to run it")
+    for item in items:
+        if item.get_closest_marker("extended"):
+            item.add_marker(skip)
 
 
 def _held() -> set[str]:

@@ -4,6 +4,8 @@ network namespaces, each with its own dockerd holding the local image (``lair.te
 with ``docker build`` from this machine's Debian packages and the cached venv, skipped when its tag
 exists). Launched, doctored first, served, benchmarked and stopped: no container, no new Docker
 network and no process but sshd and dockerd is left on either node.
+
+PP=2 (5 min more, with vLLM's warm-up compile) is ``extended``: run with ``LAIR_TEST_EXTENDED=1``.
 """
 
 from __future__ import annotations
@@ -67,7 +69,9 @@ def _netns_processes(node: str) -> list[str]:
 
 
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize(
+    "layout", [pytest.param(k, marks=[pytest.mark.extended] if k == "pp2" else []) for k in LAYOUTS]
+)
 def test_vllm_cpu_in_docker_over_two_ssh_nodes_bench_and_stop(
     layout: str,
     ssh_nodes_docker: NetnsNodes,
