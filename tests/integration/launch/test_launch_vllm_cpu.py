@@ -5,6 +5,10 @@
   repeated (warm: a cache hit), checked against vLLM's own ``/metrics`` and ``cached_tokens``;
 - TP=2 with the ``mp`` backend over two SSH netns nodes: ready, benched, stopped, nothing left in
   either node's network namespace (every process there but sshd is gone).
+
+Two of them are ``extended`` (``LAIR_TEST_EXTENDED=1``): native TP=2 over the nodes (the Docker test
+runs that layout on the same nodes in every run) and vLLM on Ray failing in start-up (2-3 min of
+vLLM start-up for what the faster launch tests check on other engines).
 """
 
 from __future__ import annotations
@@ -155,6 +159,7 @@ def test_vllm_cold_run_is_not_a_cache_hit_and_a_warm_one_is(
     assert_clean(lair_home, run_id)
 
 
+@pytest.mark.extended  # TP=2 mp over the same two nodes runs in Docker in every run (the seed's layout)
 @pytest.mark.timeout(600)
 def test_vllm_tp2_mp_over_two_ssh_nodes_bench_and_stop(
     ssh_nodes: NetnsNodes, tiny_model: Path, vllm_venv: Path, lair_home: Path, tmp_path: Path
@@ -288,6 +293,7 @@ def test_ray_two_nodes_join_serve_on_the_head_and_stop(
     assert set(Path("/tmp").glob("lair-ray-*")) == scratch  # both nodes' Ray session folders removed
 
 
+@pytest.mark.extended  # an engine dying in start-up fails at once with its log: test_launch_local, _faults
 @pytest.mark.timeout(600)
 def test_vllm_cpu_on_ray_fails_fast_with_the_servers_log(
     ssh_nodes: NetnsNodes, tiny_model: Path, vllm_venv: Path, lair_home: Path, tmp_path: Path
