@@ -202,7 +202,7 @@ def test_replicated_rows_are_costed_and_reported_by_report_ones_are_not(world: W
     assert [r["cost"]["usd_per_mtok_energy"] for r in priced if r["id"] == unverified["id"]] == [None]
     page = world.client.get(f"/recipes/{SLUG}").text
     tr = _tr(page, unverified["id"])
-    assert re.search(r'<td class="cost" data-price-kwh="0.15"><span class="none" title="not verified', tr)
+    assert re.search(r'<td class="cost" data-price-kwh="0.15"><span class="na" title="not verified', tr)
     assert not re.search(r'<td class="energy"><span class="j-per-token">', tr)
     # a report without a certificate, and the rows typed by the author, say they have none
     nocert = _by_report(rows, bare)
