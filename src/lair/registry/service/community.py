@@ -12,6 +12,8 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from lair.errors import RegistryError
 from lair.recipe import Recipe, check_text, is_secret_name
@@ -37,6 +39,7 @@ from lair.registry.service.publish import (
 from lair.registry.service.secrets import refuse_issues, refuse_secrets, scan, scan_recipe
 from lair.registry.service.speeds import refresh_for_user, refresh_speeds
 from lair.registry.service.stored import changed, user_recipes
+from lair.registry.service.votes import count_vote
 
 __all__ = [
     "MAX_RECIPE_BYTES",
@@ -55,8 +58,13 @@ MAX_NOTES = 4000
 VOTES = cast(sa.Table, Vote.__table__)
 
 
-def _recipe_row(conn: Connection, slug: str) -> sa.Row[tuple[object, ...]]:
-    row = conn.execute(sa.select(RECIPES).where(RECIPES.c.slug == slug, visible())).first()
+_RECIPE = sa.select(RECIPES.c.id, RECIPES.c.owner_id, RECIPES.c.latest_revision).where(
+    RECIPES.c.slug == sa.bindparam("slug"), visible()
+)
+
+
+def _recipe_row(conn: Connection, slug: str) -> Any:
+    row = conn.execute(_RECIPE, {"slug": slug}).first()
     if row is None:
         raise RegistryError(404, "not_found", f"no recipe {slug!r}")
     return row
@@ -142,15 +150,27 @@ def _fork_title(toml: str, who: str) -> str:
     return export_text(recipe, "toml")
 
 
-def _insert_ignore(conn: Connection) -> Any:
-    """INSERT ... ON CONFLICT DO NOTHING (a second vote of the same user is no vote)."""
-    if conn.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+_VOTE_ON = {
+    "sqlite": sqlite_insert(VOTES).on_conflict_do_nothing(),
+    "postgresql": pg_insert(VOTES).on_conflict_do_nothing(),
+}
+"""INSERT ... ON CONFLICT DO NOTHING (a second vote of the same user is no vote)."""
+_VOTE_OFF = sa.delete(VOTES).where(
+    VOTES.c.user_id == sa.bindparam("uid"), VOTES.c.recipe_id == sa.bindparam("rid")
+)
 
-        return sqlite_insert(VOTES).on_conflict_do_nothing()
-    from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-    return pg_insert(VOTES).on_conflict_do_nothing()
+_COUNT_VOTES = (
+    sa.update(RECIPES)
+    .where(RECIPES.c.id == sa.bindparam("rid"))
+    .values(
+        votes=sa.select(sa.func.count())
+        .select_from(VOTES)
+        .where(VOTES.c.recipe_id == sa.bindparam("rid"))
+        .scalar_subquery()
+    )
+    .returning(RECIPES.c.votes)
+)
 
 
 def vote(conn: Connection, actor: Actor | None, slug: str, on: bool) -> int:
@@ -161,15 +181,14 @@ def vote(conn: Connection, actor: Actor | None, slug: str, on: bool) -> int:
     bump_version(conn)
     row = _recipe_row(conn, slug)
     if on:
-        conn.execute(_insert_ignore(conn).values(user_id=who.id, recipe_id=row.id, created_at=now()))
+        conn.execute(
+            _VOTE_ON[conn.dialect.name], {"user_id": who.id, "recipe_id": row.id, "created_at": now()}
+        )
     else:
-        conn.execute(sa.delete(VOTES).where(VOTES.c.user_id == who.id, VOTES.c.recipe_id == row.id))
-    count = sa.select(sa.func.count()).select_from(VOTES).where(VOTES.c.recipe_id == row.id).scalar_subquery()
-    votes = conn.execute(
-        sa.update(RECIPES).where(RECIPES.c.id == row.id).values(votes=count).returning(RECIPES.c.votes)
-    ).scalar_one()
-    changed(conn, [row.id], lists=False)  # lists show the count within VOTE_TTL_S (web.cache)
-    return int(votes)
+        conn.execute(_VOTE_OFF, {"uid": who.id, "rid": row.id})
+    votes = int(conn.execute(_COUNT_VOTES, {"rid": row.id}).scalar_one())
+    count_vote(conn, row.id, votes)  # the count put in the stored documents; lists show it within 1 s
+    return votes
 
 
 def has_voted(conn: Connection, user_id: int, recipe_id: int) -> bool:

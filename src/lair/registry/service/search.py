@@ -25,11 +25,13 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
@@ -39,7 +41,7 @@ from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, TAGS
 from lair.registry.service.speeds import shown_submitter
 from lair.registry.service.timefmt import iso, utc
 
-__all__ = ["SORTS", "SearchParams", "SearchResult", "parse_params", "search"]
+__all__ = ["SORTS", "SearchParams", "SearchResult", "on_page", "parse_params", "search"]
 
 SORTS = ("votes", "updated", "decode", "relevance")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -67,6 +69,10 @@ class SearchParams:
 class SearchResult:
     items: list[dict[str, Any]] = field(default_factory=list)
     next_cursor: str | None = None
+    ids: list[int] = field(default_factory=list)
+    """The items' recipe ids."""
+    end: tuple[Any, int] | None = None
+    """The last item's sort key and id when more items follow (None: the page holds every match)."""
 
 
 def _bad(name: str, why: str) -> RegistryError:
@@ -140,41 +146,94 @@ class _Text:
     """Higher is more relevant."""
 
 
-def _text(conn: Connection, q: str, ranked: bool) -> _Text | None:
-    words = _WORD.findall(q)[:12]
-    if not words:
-        return None
-    if conn.dialect.name == "sqlite":
-        match = " AND ".join('"' + w.replace('"', "") + '"*' for w in words)
+def _words(q: str) -> list[str]:
+    return _WORD.findall(q)[:12]
+
+
+def _match(dialect: str, words: list[str]) -> str:
+    """The full-text query of ``words`` (FTS5 MATCH, or to_tsquery's text): every word, as a prefix."""
+    if dialect == "sqlite":
+        return " AND ".join('"' + w.replace('"', "") + '"*' for w in words)
+    return " & ".join(w.replace("'", "") + ":*" for w in words)
+
+
+def _text(dialect: str, ranked: bool) -> _Text:
+    if dialect == "sqlite":
         if not ranked:
-            sub = sa.text("SELECT rowid FROM recipe_fts WHERE recipe_fts MATCH :m").bindparams(m=match)
+            sub = sa.text("SELECT rowid FROM recipe_fts WHERE recipe_fts MATCH :m")
             return _Text(RECIPES, RECIPES.c.id.in_(sub.columns(sa.column("rowid", sa.Integer))), None)
         source = RECIPES.join(_FTS, _FTS.c.rowid == RECIPES.c.id)
         rank = -sa.func.bm25(sa.literal_column("recipe_fts"))
-        return _Text(source, sa.text("recipe_fts MATCH :m").bindparams(m=match), rank)
-    tsq = sa.func.to_tsquery("english", " & ".join(w.replace("'", "") + ":*" for w in words))
+        return _Text(source, sa.text("recipe_fts MATCH :m"), rank)
+    tsq = sa.func.to_tsquery("english", sa.bindparam("m", type_=sa.Text))
     tsv: Any = sa.literal_column("recipes.search_tsv")
     ts_rank = sa.cast(sa.func.ts_rank(tsv, tsq), sa.Double)  # real -> float8: a cursor's key compares exactly
     return _Text(RECIPES, tsv.op("@@")(tsq), ts_rank)
 
 
-def _filters(p: SearchParams) -> list[Any]:
+@dataclass(frozen=True)
+class _Shape:
+    """What a query's statement depends on besides the values it binds (one statement per shape,
+    built once: building and compiling it was most of a search's time)."""
+
+    dialect: str
+    sort: str
+    verified: bool
+    context: bool
+    text: bool
+    ranked: bool
+    filters: tuple[str, ...]
+    tags: int
+    cursor: bool
+
+
+def _shape_and_values(dialect: str, p: SearchParams) -> tuple[_Shape, dict[str, Any]]:
+    words = _words(p.q) if p.q else []
+    values: dict[str, Any] = {"limit": p.limit + 1}
+    filters = []
+    for name, value in (
+        ("gpu_key", norm_key(p.gpu) if p.gpu else ...),
+        ("gpu_count", p.gpus if p.gpus is not None else ...),
+        ("vram_gb", p.min_vram if p.min_vram is not None else ...),
+        ("engine", p.engine or ...),
+        ("model_key", norm_key(p.model) if p.model else ...),
+        ("max_context", p.min_context if p.min_context is not None else ...),
+    ):
+        if value is None:
+            filters.append(name + " null")  # a key of nothing but punctuation: NULL, as it always matched
+        elif value is not ...:
+            filters.append(name)
+            values[name] = value
+    values |= {f"tag{i}": t for i, t in enumerate(p.tags)}
+    if words:
+        values["m"] = _match(dialect, words)
+    if p.context is not None:
+        values["context"] = p.context
+    ranked = bool(words) and p.sort == "relevance"
+    shape = _Shape(dialect, p.sort, p.verified, p.context is not None, bool(words), ranked, tuple(filters),
+                   len(p.tags), bool(p.cursor))  # fmt: skip
+    return shape, values
+
+
+_AT_LEAST = frozenset({"vram_gb", "max_context"})
+"""The filters that are lower bounds (the others are equalities)."""
+
+
+def _filter(spec: str) -> Any:
+    name, _, null = spec.partition(" ")
+    col = RECIPES.c[name]
+    if null:
+        return col.is_(None)
+    return col >= sa.bindparam(name) if name in _AT_LEAST else col == sa.bindparam(name)
+
+
+def _filters(shape: _Shape) -> list[Any]:
     r, out = RECIPES.c, [visible()]
-    if p.gpu:
-        out.append(r.gpu_key == norm_key(p.gpu))
-    if p.gpus is not None:
-        out.append(r.gpu_count == p.gpus)
-    if p.min_vram is not None:
-        out.append(r.vram_gb >= p.min_vram)
-    if p.engine:
-        out.append(r.engine == p.engine)
-    if p.model:
-        out.append(r.model_key == norm_key(p.model))
-    if p.min_context is not None:
-        out.append(r.max_context >= p.min_context)
-    if p.verified:
+    out += [_filter(f) for f in shape.filters]
+    if shape.verified:
         out.append(r.verified_rows > 0)
-    out += [r.id.in_(sa.select(TAGS.c.recipe_id).where(TAGS.c.tag == t)) for t in p.tags]
+    has_tag = sa.select(TAGS.c.recipe_id).where(TAGS.c.recipe_id == r.id)
+    out += [has_tag.where(TAGS.c.tag == sa.bindparam(f"tag{i}")).exists() for i in range(shape.tags)]
     return out
 
 
@@ -182,7 +241,7 @@ _NONE = sa.literal_column("-1.0", sa.Float)
 """The sort key of a recipe without the number (a literal, so the expression index matches)."""
 
 
-def _decode_at(context: int | None, verified: bool) -> Any:
+def _decode_at(context: bool, verified: bool) -> Any:
     """Best decode speed of a recipe's current rows (latest revision's reported + every verified one),
     or of its verified rows only."""
     m, rv = MEASUREMENTS, REVISIONS
@@ -195,8 +254,8 @@ def _decode_at(context: int | None, verified: bool) -> Any:
         current,
         shown_submitter(m.c.submitted_by),
     ]
-    if context is not None:
-        where.append(m.c.context == context)
+    if context:
+        where.append(m.c.context == sa.bindparam("context"))
     best = (
         sa.select(sa.func.max(m.c.decode_tok_s))
         .select_from(m.join(rv, rv.c.id == m.c.revision_id))
@@ -207,15 +266,15 @@ def _decode_at(context: int | None, verified: bool) -> Any:
     return sa.func.coalesce(best, _NONE)
 
 
-def _sort_key(p: SearchParams, text: _Text | None) -> Any:
-    if p.sort == "relevance" and text is not None:
+def _sort_key(shape: _Shape, text: _Text | None) -> Any:
+    if shape.sort == "relevance" and text is not None and text.rank is not None:
         return text.rank
-    if p.sort == "updated":
+    if shape.sort == "updated":
         return RECIPES.c.updated_at
-    if p.sort == "decode":
-        if p.context is not None:
-            return _decode_at(p.context, p.verified)
-        best = RECIPES.c.best_verified_decode_tok_s if p.verified else RECIPES.c.best_decode_tok_s
+    if shape.sort == "decode":
+        if shape.context:
+            return _decode_at(True, shape.verified)
+        best = RECIPES.c.best_verified_decode_tok_s if shape.verified else RECIPES.c.best_decode_tok_s
         return sa.func.coalesce(best, _NONE)
     return RECIPES.c.votes
 
@@ -258,32 +317,82 @@ def _decode_cursor(p: SearchParams) -> tuple[Any, int] | None:
         raise _bad("cursor", "not a cursor this query returned") from None
 
 
-def search(conn: Connection, p: SearchParams) -> SearchResult:
-    text = _text(conn, p.q, p.sort == "relevance") if p.q else None
-    key = _sort_key(p, text).label("sort_key")
-    stmt = sa.select(RECIPES, key).where(*_filters(p))
+_COLUMNS = [RECIPES.c[name] for name in (
+    "id", "slug", "title", "summary", "engine", "gpu_model", "gpu_count", "vram_gb", "model_id",
+    "max_context", "license", "votes", "latest_revision", "updated_at", "best_decode_tok_s",
+    "best_verified_decode_tok_s", "verified_rows",
+)]  # fmt: skip
+"""What a list item shows (not the recipe's search text)."""
+
+
+@lru_cache(maxsize=512)
+def _statement(shape: _Shape) -> sa.Select[Any]:
+    """The page of ``shape``: the recipes' columns and sort key, limited, then each one's tags (JSON)
+    for the page's rows only."""
+    text = _text(shape.dialect, shape.ranked) if shape.text else None
+    key = _sort_key(shape, text).label("sort_key")
+    stmt = sa.select(*_COLUMNS, key).where(*_filters(shape))
     if text is not None:
         stmt = stmt.select_from(text.source).where(text.match)
+    if shape.cursor:
+        after: Any = sa.bindparam("after")
+        stmt = stmt.where(sa.or_(key < after, sa.and_(key == after, RECIPES.c.id < sa.bindparam("after_id"))))
+    page = stmt.order_by(key.desc(), RECIPES.c.id.desc()).limit(sa.bindparam("limit")).subquery("page")
+    agg = sa.func.json_group_array if shape.dialect == "sqlite" else sa.func.json_agg
+    tags = sa.select(sa.cast(agg(TAGS.c.tag), sa.Text)).where(TAGS.c.recipe_id == page.c.id).scalar_subquery()
+    return sa.select(page, tags.label("tags")).order_by(page.c.sort_key.desc(), page.c.id.desc())
+
+
+def search(conn: Connection, p: SearchParams) -> SearchResult:
+    shape, values = _shape_and_values(conn.dialect.name, p)
     after = _decode_cursor(p)
     if after is not None:
-        stmt = stmt.where(sa.or_(key < after[0], sa.and_(key == after[0], RECIPES.c.id < after[1])))
-    rows = list(conn.execute(stmt.order_by(key.desc(), RECIPES.c.id.desc()).limit(p.limit + 1)))
+        values |= {"after": after[0], "after_id": after[1]}
+    rows = list(conn.execute(_statement(shape), values))
     more = len(rows) > p.limit
     rows = rows[: p.limit]
-    tags = _tags(conn, [r.id for r in rows])
-    items = [_item(r, tags.get(r.id, [])) for r in rows]
-    nxt = _encode_cursor(p, rows[-1].sort_key, rows[-1].id) if more and rows else None
-    return SearchResult(items, nxt)
+    items = [_item(r, orjson.loads(r.tags) if r.tags else []) for r in rows]
+    end = (rows[-1].sort_key, rows[-1].id) if more and rows else None
+    nxt = _encode_cursor(p, *end) if end else None
+    return SearchResult(items, nxt, [r.id for r in rows], end)
 
 
-def _tags(conn: Connection, ids: list[int]) -> dict[int, list[str]]:
-    out: dict[int, list[str]] = {}
-    if ids:
-        for rid, tag in conn.execute(
-            sa.select(TAGS.c.recipe_id, TAGS.c.tag).where(TAGS.c.recipe_id.in_(ids))
-        ):
-            out.setdefault(rid, []).append(tag)
-    return out
+@lru_cache(maxsize=512)
+def _matching(shape: _Shape, ended: bool) -> sa.Select[Any]:
+    """The ids among ``:ids`` that match ``shape`` after its cursor (and, ``ended``, sort at or
+    before the page's last row)."""
+    text = _text(shape.dialect, shape.ranked) if shape.text else None
+    key = _sort_key(shape, text)
+    stmt = sa.select(RECIPES.c.id).where(
+        *_filters(shape), RECIPES.c.id.in_(sa.bindparam("ids", expanding=True))
+    )
+    if text is not None:
+        stmt = stmt.select_from(text.source).where(text.match)
+    if shape.cursor:
+        after: Any = sa.bindparam("after")
+        stmt = stmt.where(sa.or_(key < after, sa.and_(key == after, RECIPES.c.id < sa.bindparam("after_id"))))
+    if ended:
+        end: Any = sa.bindparam("end")
+        stmt = stmt.where(sa.or_(key > end, sa.and_(key == end, RECIPES.c.id >= sa.bindparam("end_id"))))
+    return stmt.limit(1)
+
+
+def on_page(
+    conn: Connection, p: SearchParams, recipe_ids: Collection[int], end: tuple[Any, int] | None
+) -> bool:
+    """Whether one of ``recipe_ids`` is, as the tables are now, on the page of ``p`` that ended at
+    ``end`` (:attr:`SearchResult.end`): the check a cached page gets after a write changed those
+    recipes, instead of the whole search again."""
+    if not recipe_ids:
+        return False
+    shape, values = _shape_and_values(conn.dialect.name, p)
+    values["ids"] = sorted(recipe_ids)
+    after = _decode_cursor(p)
+    if after is not None:
+        values |= {"after": after[0], "after_id": after[1]}
+    if end is not None:
+        values |= {"end": end[0], "end_id": end[1]}
+    return conn.execute(_matching(shape, end is not None), values).first() is not None
 
 
 def _item(r: Any, tags: list[str]) -> dict[str, Any]:

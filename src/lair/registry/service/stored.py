@@ -48,6 +48,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from lair.registry.db.schema import QualityMeasurement, RecipeDocument
+from lair.registry.service.changes import record
 from lair.registry.service.publish import MEASUREMENTS, RECIPES, VERSION, bump_version, visible
 from lair.registry.service.timefmt import http_date
 
@@ -164,10 +165,12 @@ def changed(conn: Connection, recipe_ids: Iterable[int], *, lists: bool = True, 
     if not _stored_schema(conn):  # a database before migration 0009 (tests of older migrations)
         return
     column = VERSION.c.lists if lists else VERSION.c.votes
-    conn.execute(sa.update(VERSION).where(VERSION.c.id == 1).values({column: column + 1}))
+    bump = sa.update(VERSION).where(VERSION.c.id == 1).values({column: column + 1}).returning(column)
+    value = conn.execute(bump).scalar_one()
     ids = list(dict.fromkeys(recipe_ids))
     if forks:
         ids += [f for rid in list(ids) for f in conn.execute(_FORKS, {"rid": rid}).scalars() if f not in ids]
+    record("lists" if lists else "votes", value, ids)  # for the lists' cache, once committed
     for rid in ids:
         refresh_documents(conn, rid)
 

@@ -80,6 +80,8 @@ class Entry:
     etag: bytes
     last_modified: bytes | None
     born: float = field(default_factory=time.monotonic)
+    listing: Any = None
+    """A list's or search's query and page (:class:`~lair.registry.web.lists.Listing`)."""
 
 
 class ResponseCache:

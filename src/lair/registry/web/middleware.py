@@ -25,6 +25,7 @@ from lair.registry.service.stored import with_base
 from lair.registry.web.auth import SECURITY_HEADERS, cross_site
 from lair.registry.web.cache import VOTE_TTL_S, Document, Entry, ResponseCache, Ver, Versions, etag_of
 from lair.registry.web.hosts import HEALTH_PATH, refuse_host
+from lair.registry.web.lists import kept
 from lair.registry.web.render import error_response
 
 __all__ = [
@@ -231,9 +232,18 @@ class CacheMiddleware:
         if hit is not None and _fresh(hit, current, listing):
             await self._send(scope, send, hit)
             return
+        if hit is not None and listing and (same := self._kept(hit, current)) is not None:
+            cache.put(key, same)  # no write since changed it: kept, counters moved on
+            await self._send(scope, send, same)
+            return
         scope.setdefault("state", {})["data_version"] = current
         version = (current.lists, current.votes, current.foreign) if listing else current.n
         await self.app(scope, receive, _Capture(self, scope, send, key, version))
+
+    def _kept(self, hit: Entry, current: Ver) -> Entry | None:
+        state = self.app.state
+        changes = getattr(state, "changes", None)
+        return None if changes is None else kept(state.engine, changes, hit, current)
 
     async def _send(self, scope: Scope, send: Any, e: Entry) -> None:
         if _not_modified(scope, e):
@@ -280,7 +290,8 @@ class _Capture:
         headers += [(b"content-length", str(len(body)).encode()), (b"etag", etag)]
         headers = _secured(headers)
         lm = next((v for k, v in headers if k == b"last-modified"), None)
-        entry = Entry(self.version, self.start["status"], headers, body, etag, lm)
+        listing = self.scope.get("state", {}).get("listing")  # a list's query and page: lists.kept
+        entry = Entry(self.version, self.start["status"], headers, body, etag, lm, listing=listing)
         if self.scope["method"] == "GET" and self.mw.cache is not None:
             self.mw.cache.put(self.key, entry)
         await self.mw._send(self.scope, self.send, entry)

@@ -26,6 +26,7 @@ from lair.registry.service.placeholders import render_with
 from lair.registry.web.auth import actor_of
 from lair.registry.web.cache import VERSION_SQL
 from lair.registry.web.hosts import base_url
+from lair.registry.web.lists import Listing
 from lair.registry.web.openapi import openapi_document
 from lair.registry.web.render import html, json_response, text
 
@@ -88,7 +89,9 @@ def _revision_number(raw: str) -> int:
 def _search(request: Request) -> search.SearchResult:
     params = search.parse_params(request.query_params, request.query_params.getlist("tag"))
     with _conn(request) as conn:
-        return search.search(conn, params)
+        res = search.search(conn, params)
+    request.state.listing = Listing(params, frozenset(res.ids), res.end)  # what a write may change
+    return res
 
 
 def _list_doc(request: Request, res: search.SearchResult) -> dict[str, Any]:

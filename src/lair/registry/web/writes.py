@@ -15,6 +15,7 @@ from starlette.responses import Response
 from lair.errors import RegistryError
 from lair.registry.service import community
 from lair.registry.service.accounts import Actor
+from lair.registry.service.changes import recording
 from lair.registry.web.auth import actor_of, check_csrf, limit, write_limit
 from lair.registry.web.render import json_response
 
@@ -59,8 +60,10 @@ def _writing(request: Request) -> Iterator[tuple[Connection, Actor | None]]:
 
 
 def _run_sync(request: Request, fn: Callable[[Connection, Actor | None], Any]) -> Any:
-    with _writing(request) as (conn, actor):
-        return fn(conn, actor)
+    with recording() as notes, _writing(request) as (conn, actor):
+        out = fn(conn, actor)
+    request.app.state.changes.add(notes)  # committed: what it changed, for the cached lists
+    return out
 
 
 async def _run(request: Request, fn: Callable[[Connection, Actor | None], Any]) -> Any:
