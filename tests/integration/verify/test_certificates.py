@@ -1,6 +1,6 @@
 """Certificates against a real engine: llama.cpp's server (the xllamacpp wheel) on the tiny model,
 benchmarked by the real bench, the report written by the real report writer and uploaded to the
-registry (SQLite and PostgreSQL). A warm prompt cache, a client starved by CPU hogs, and GPU samples
+registry (SQLite and PostgreSQL). A warm prompt cache, a client whose core a neighbour holds, and GPU samples
 that show throttling (a fake ``nvidia-smi`` first on PATH) are each flagged by the bench; the server
 refuses the first two and accepts the third with a note on its row; a clean run is accepted."""
 
@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -132,18 +134,24 @@ def warm(engine: tuple[str, Path, Path], tmp_path_factory: pytest.TempPathFactor
     return out
 
 
-def _renice_threads(pid: int, nice: int) -> None:
-    """``nice`` for every thread of ``pid`` (setpriority on a process sets only its main thread)."""
-    for tid in os.listdir(f"/proc/{pid}/task"):
+def _hold_the_core(pid: int, done: threading.Event, held_s: float = 0.04, free_s: float = 0.02) -> None:
+    """A neighbour that takes ``pid``'s core ``held_s`` out of every ``held_s + free_s`` seconds:
+    the process is stopped (SIGSTOP) and let go (SIGCONT), so whatever arrives while it is held waits."""
+    while not done.is_set():
         with contextlib.suppress(ProcessLookupError):
-            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(held_s)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(free_s)
 
 
 @pytest.fixture(scope="module")
 def starved(engine: tuple[str, Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A bench pinned to the first CPU that, once it has started measuring (its warm-up line on
-    stderr), is reniced to 19 beside three busy loops pinned there at nice -10 for 8 s: a weight of 15
-    against 3 x 9,548, so its reads wait behind the loops (the engine runs on the other CPU)."""
+    """A bench whose core is held by a neighbour 40 ms out of every 60 from the moment it says it
+    starts measuring (its warm-up line on stderr) until it ends. Busy loops beside it are no such
+    neighbour on this kernel: its scheduler wakes a reader within a few ms of its data even at
+    nice 19 beside nice -10 loops, or beside a SCHED_FIFO one, under the 5 ms limit."""
     url, recipe, model_dir = engine
     out = tmp_path_factory.mktemp("starved") / "starved"
     args = [sys.executable, "-m", "lair", "bench", url, *BENCH, "--telemetry", "none", "--json"]
@@ -157,26 +165,29 @@ def starved(engine: tuple[str, Path, Path], tmp_path_factory: pytest.TempPathFac
         "--run-name",
         "starved",
     ]
-    bench = subprocess.Popen(
-        args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=_pin(CPUS[0])
-    )
+    bench = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert bench.stderr is not None
     said: list[str] = []
-    for line in bench.stderr:
-        said.append(line)
-        if line.startswith("warm-up:"):
-            break
-    spin = "import time\nend = time.monotonic() + 8\nwhile time.monotonic() < end:\n    pass\n"
-    hogs = [subprocess.Popen([sys.executable, "-c", spin], preexec_fn=_pin(CPUS[0], -10)) for _ in range(3)]
+    done = threading.Event()
+    holder = threading.Thread(target=_hold_the_core, args=(bench.pid, done), daemon=True)
     try:
-        _renice_threads(bench.pid, 19)
+        for line in bench.stderr:
+            said.append(line)
+            if line.startswith("warm-up:"):
+                holder.start()
+                break
         said += bench.stderr.readlines()
         assert bench.wait(timeout=240) == 0, "".join(said)
     finally:
+        done.set()
+        if holder.is_alive():
+            holder.join()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(bench.pid, signal.SIGCONT)
         bench.stderr.close()
-        for h in hogs:
-            h.kill()
-            h.wait()
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
     return out
 
 
@@ -227,7 +238,9 @@ def test_a_client_bound_cell_beside_cpu_hogs_is_flagged_and_refused(site: Any, s
     cell = _cell(starved)
     assert "client-bound" in cell["flags"]
     client = cell["certificate"]["client"]
-    assert client["bound"] and client["loop_lag_p99_ms_max"] > client["limits"]["loop_lag_p99_ms"]
+    late_loop = client["loop_lag_p99_ms_max"] > client["limits"]["loop_lag_p99_ms"]
+    late_reads = client["batched_lag_p99_ms_max"] > client["read_interval_ms"]  # behind the read tick
+    assert client["bound"] and (late_loop or late_reads), client
     reasons = _reasons(_upload(site, starved))
     assert any("certificate shows a client-bound run" in x for x in reasons), reasons
 
