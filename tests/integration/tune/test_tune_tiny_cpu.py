@@ -1,7 +1,7 @@
 """``lair tune`` on the bundled tiny llama.cpp recipe (examples/tiny-cpu, xllamacpp), real launches.
 
 The space is llama.cpp's ``--parallel`` (2 in the recipe; 4; 16, which leaves each of the slots of
-``--ctx 8192`` 512 tokens, fewer than the 512 + 32 the objective's cell needs: refused by the fit),
+``--ctx 8192`` 512 tokens, fewer than the 512 + 128 the objective's cell needs: refused by the fit),
 ``--threads`` (8 in the test's copy of the recipe, four times this machine's cores: llama.cpp's
 threads then wait for each other at every step, a start that one thread beats by far on a busy or an
 idle machine alike; 1) and ``--batch-size`` (unset in the recipe; 512; 0, which llama.cpp
@@ -115,7 +115,8 @@ def test_every_candidate_and_its_outcome(tuned: tuple[Path, dict[str, Any], floa
             assert t["outcome"] == "refused" and t["stage"] == "fit", t
             assert (
                 t["reason"]
-                == "each of the 16 slots holds 512 tokens (8192 / 16); the objective's cells need 544"
+                == "each of the 16 slots holds 512 tokens (8192 / 16); the objective's cells need "
+                + str(512 + int(TUNE[TUNE.index("--decode-tokens") + 1]))  # prompt + decode tokens
             )
         elif batch == "0":
             assert t["outcome"] == "failed" and t["stage"] == "launch", t
