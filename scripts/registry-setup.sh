@@ -8,6 +8,7 @@ need=()
 command -v chromium >/dev/null || need+=(chromium)
 command -v wrk >/dev/null || need+=(wrk)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
+command -v redis-server >/dev/null || need+=(redis-server) # the Redis outage test starts its own
 pg_up() { command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432; }
 pg_up || command -v pg_ctlcluster >/dev/null || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
@@ -28,4 +29,7 @@ if ! pg_up; then
 fi
 psql -h 127.0.0.1 -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'test'" | grep -q 1 \
   || psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE test"
-echo "registry-setup: PostgreSQL, chromium $(chromium --version 2>/dev/null | awk '{print $2}'), wrk and nginx ready" >&2
+# the shared rate-limit tests use a Redis on 6379: start one (in memory) if none answers
+redis-cli -p 6379 ping >/dev/null 2>&1 \
+  || redis-server --port 6379 --bind 127.0.0.1 --save '' --appendonly no --daemonize yes >/dev/null
+echo "registry-setup: PostgreSQL, Redis, chromium $(chromium --version 2>/dev/null | awk '{print $2}'), wrk and nginx ready" >&2

@@ -6,7 +6,6 @@ with no restart of the registry."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,10 +20,7 @@ from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.outage import LIMITS_RETRY_S
 from lair.testing.registry import free_port, serve_process
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed"),
-]
+pytestmark = [pytest.mark.integration]  # redis-server: scripts/registry-setup.sh installs it
 
 SLUG = "tiny-cpu"
 
