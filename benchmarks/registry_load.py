@@ -26,6 +26,7 @@ Prints a table and writes it with the JSON under ``benchmarks/results/registry_l
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -144,6 +145,51 @@ def seed(url: str, n: int) -> dict[str, float]:
             conn.exec_driver_sql("ANALYZE")
     engine.dispose()
     return {"seed_and_render_s": round(t1 - t0, 1), "verify_and_render_s": round(t2 - t1, 1)}
+
+
+def seeded_from_cache(url: str, n: int, cache: Path | None) -> dict[str, float]:
+    """:func:`seed`, or a copy of the file an earlier run of the same source tree seeded (``--seed-cache``:
+    repeated runs of one build; the key is the git trees of the service and
+    database packages and this file's edits, so an edit there seeds again)."""
+    if cache is None:
+        return seed(url, n)
+    from lair.registry.db.engine import sqlite_path
+
+    tree = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD:src/lair/registry/service", "HEAD:src/lair/registry/db"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(ROOT),
+            "diff",
+            "HEAD",
+            "--",
+            "src/lair/registry/service",
+            "src/lair/registry/db",
+            __file__,
+        ],
+        capture_output=True,
+        check=True,
+    ).stdout
+    key = f"{hashlib.sha256(tree.encode()).hexdigest()[:12]}-{hashlib.sha256(dirty).hexdigest()[:12]}"
+    kept = cache / f"seed-{n}-{key}.sqlite3"
+    meta = kept.with_suffix(".json")
+    if kept.exists() and meta.exists():
+        shutil.copyfile(kept, sqlite_path(url))
+        return json.loads(meta.read_text()) | {"seeded_from": kept.name}
+    seeded = seed(url, n)
+    cache.mkdir(parents=True, exist_ok=True)
+    import sqlite3
+
+    with sqlite3.connect(sqlite_path(url)) as src, sqlite3.connect(kept) as dst:
+        src.backup(dst)
+    meta.write_text(json.dumps(seeded))
+    return seeded
 
 
 def verify_some(conn: Any) -> None:
@@ -498,7 +544,7 @@ def bench_db(kind: str, n: int, args: argparse.Namespace, stack: ExitStack, tmp:
     url = (
         f"sqlite:///{tmp / f'bench-{n}.sqlite3'}" if kind == "sqlite" else stack.enter_context(pg_database())
     )
-    seeded = seed(url, n)
+    seeded = seeded_from_cache(url, n, args.seed_cache) if kind == "sqlite" else seed(url, n)
     print(f"[{kind}] {n} recipes, {n * len(CONTEXTS)} measurements: {seeded}", file=sys.stderr)
     res: dict[str, Any] = {"recipes": n, **seeded, **bench_lair(kind, url, n, args, tmp)}
     if kind == "sqlite" and args.only != "growth":
@@ -572,6 +618,12 @@ def main() -> int:
         "distinct@0); the anchors run all the same",
     )
     ap.add_argument("--out", type=Path, default=OUT / "registry_load.json")
+    ap.add_argument(
+        "--seed-cache",
+        type=Path,
+        default=None,
+        help="keep each seeded SQLite file here and reuse it while src/ and this file are unchanged",
+    )
     args = ap.parse_args()
     if not shutil.which("wrk"):
         print("wrk not found: apt-get install wrk (or bash scripts/registry-setup.sh)", file=sys.stderr)
