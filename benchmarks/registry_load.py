@@ -638,7 +638,7 @@ def main() -> int:
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {
-        "args": vars(args) | {"out": str(args.out)},
+        "args": vars(args) | {"out": str(args.out), "seed_cache": str(args.seed_cache or "")},
         "targets": {k: {c: list(v) for c, v in t.items()} for k, t in TARGETS.items()},
     }
     args.out.write_text(json.dumps(meta | {"results": results}, indent=2))

@@ -2,8 +2,9 @@
 
 A recipe's JSON, page and revisions are stored by the writes that change them
 (:mod:`~lair.registry.service.stored`): :meth:`Versions.document` reads one (SQLite: a statement on a
-per-process connection, run on the event loop, tens of microseconds; PostgreSQL: a small pool of
-async psycopg connections, so a read never holds the loop).
+per-process connection, run on the event loop, tens of microseconds; PostgreSQL: the reads that
+arrive together go in one query on one of a few async psycopg connections, so a read never holds the
+loop and a round trip serves many requests).
 
 Everything else that is cached in memory (lists, searches, exports, other pages) keys on the
 counters of ``registry_version``, read before the route runs: lists and searches on ``lists`` (bumped
@@ -42,7 +43,13 @@ __all__ = [
 VERSION_SQL = "SELECT n FROM registry_version WHERE id = 1"
 VERSIONS_SQL = "SELECT n, lists, votes, documents FROM registry_version WHERE id = 1"
 SQLITE_DOCUMENT = DOCUMENT_SQL.format(p="?")
-PG_DOCUMENT = DOCUMENT_SQL.format(p="%s")
+PG_DOCUMENTS = (
+    "SELECT d.slug, d.kind, d.revision, d.body, d.etag, d.modified FROM recipe_documents d"
+    " JOIN registry_version v ON v.id = 1 AND v.documents = v.n"
+    " JOIN unnest(%s::text[], %s::text[], %s::int[]) AS k(slug, kind, revision)"
+    " ON d.slug = k.slug AND d.kind = k.kind AND d.revision = k.revision"
+)
+"""The reads of one batch (:meth:`PgVersions.document`): :data:`DOCUMENT_SQL` for many keys."""
 VOTE_TTL_S = 1.0
 """How long a cached list or search may still show a vote count a newer vote changed (the recipe's
 own JSON and page show it at once: they are stored by the vote)."""
@@ -160,6 +167,8 @@ class PgVersions(Versions):
     POOL = 4
     """Connections for document reads (each read is one query; more only queue on the server's
     cores)."""
+    BATCH = 64
+    """Most keys one document query asks for."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -168,6 +177,8 @@ class PgVersions(Versions):
         self._next: asyncio.Future[Ver] | None = None
         self._idle: list[Any] = []
         self._slots: asyncio.Semaphore | None = None
+        self._batch: dict[tuple[str, str, int], asyncio.Future[Document | None]] | None = None
+        self._fetches: set[asyncio.Task[None]] = set()
 
     async def _open(self) -> Any:
         import psycopg
@@ -182,26 +193,60 @@ class PgVersions(Versions):
         return self._conn
 
     async def document(self, slug: str, kind: str, revision: int) -> Document | None:
+        """Joins the batch that has not started yet (one query for every key in it, on one of
+        ``POOL`` connections): under load a round trip serves tens of requests, and each request's
+        read still starts after it arrived."""
+        loop = asyncio.get_running_loop()
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.POOL)
-        async with self._slots:
-            conn = self._idle.pop() if self._idle else None
-            try:
-                async with asyncio.timeout(PG_TIMEOUT_S):
-                    if conn is None or conn.closed:
-                        conn = await self._open()
-                    cur = await conn.execute(PG_DOCUMENT, (slug, kind, revision))
-                    row = await cur.fetchone()
-            except BaseException as exc:  # the connection is in an unknown state: dropped
-                if conn is not None:
-                    asyncio.get_running_loop().create_task(conn.close())
-                if isinstance(exc, TimeoutError):
-                    import psycopg
+        if self._batch is None or len(self._batch) >= self.BATCH:
+            self._batch = {}
+            task = loop.create_task(self._fetch(self._batch))
+            self._fetches.add(task)  # held until done: the loop keeps only a weak reference
+            task.add_done_callback(self._fetches.discard)
+        fut = self._batch.get((slug, kind, revision))
+        if fut is None:
+            fut = self._batch[(slug, kind, revision)] = loop.create_future()
+        return await asyncio.shield(fut)
 
-                    raise psycopg.OperationalError(f"no answer within {PG_TIMEOUT_S:g} s") from None
-                raise
-            self._idle.append(conn)
-        return None if row is None else (bytes(row[0]), row[1], row[2])
+    async def _fetch(self, batch: dict[tuple[str, str, int], asyncio.Future[Document | None]]) -> None:
+        assert self._slots is not None
+        async with self._slots:  # requests that arrive while this waits for a connection join it
+            if self._batch is batch:
+                self._batch = None
+            try:
+                rows = await self._query(list(batch))
+            except BaseException as exc:
+                for fut in batch.values():
+                    if not fut.done():
+                        fut.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                return
+        for key, fut in batch.items():
+            row = rows.get(key)
+            if not fut.done():
+                fut.set_result(None if row is None else (bytes(row[0]), row[1], row[2]))
+
+    async def _query(self, keys: list[tuple[str, str, int]]) -> dict[tuple[str, str, int], Any]:
+        conn = self._idle.pop() if self._idle else None
+        try:
+            async with asyncio.timeout(PG_TIMEOUT_S):
+                if conn is None or conn.closed:
+                    conn = await self._open()
+                cols = [list(c) for c in zip(*keys, strict=True)]
+                cur = await conn.execute(PG_DOCUMENTS, cols)
+                rows = await cur.fetchall()
+        except BaseException as exc:  # the connection is in an unknown state: dropped
+            if conn is not None:
+                asyncio.get_running_loop().create_task(conn.close())
+            if isinstance(exc, TimeoutError):
+                import psycopg
+
+                raise psycopg.OperationalError(f"no answer within {PG_TIMEOUT_S:g} s") from None
+            raise
+        self._idle.append(conn)
+        return {(r[0], r[1], r[2]): r[3:] for r in rows}
 
     async def current(self) -> Ver:
         if self._lock is None:
