@@ -212,9 +212,12 @@ class CacheMiddleware:
             if doc is not None:
                 await self._send(scope, send, _document_entry(doc, key[1], base_of(scope, self.app.state)))
                 return
-        if not read or personal or self.cache is None:
-            if await refuse_cross_site(scope, receive, send, self.app):
-                return
+        if not read:  # no counter read: a write waits for nothing it does not use (an outage is a 503
+            # from the app's catch point, as for every route)
+            if not await refuse_cross_site(scope, receive, send, self.app):
+                await self.app(scope, receive, _SecureSend(send))
+            return
+        if personal or self.cache is None:
             if (current := await data_version(self.versions, scope, receive, send, self.on_stale)) is None:
                 return
             scope.setdefault("state", {})["data_version"] = current
