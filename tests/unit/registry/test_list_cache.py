@@ -2,9 +2,9 @@
 (SQLite and PostgreSQL).
 
 Whether an answer came from the cache is shown as in the two-process test: a title changed behind
-the app's back (no counter bumped) appears only in a page rendered again. Every write goes through
-the JSON API (what the app records), except the one made through the service layer as the CLI makes
-it, which the app cannot know.
+the app's back (no counter bumped) appears only in a page rendered again. The writes go through the
+JSON API, the page forms and the report upload (what the app records), except the one made through
+the service layer as the CLI makes it, which the app cannot know.
 """
 
 from __future__ import annotations
@@ -17,12 +17,15 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import Engine
 from starlette.testclient import TestClient
+from upload_site import Site as UploadSite
+from upload_site import make_site
 
-from lair.registry.service.accounts import create_token, create_user
+from lair.registry.service.accounts import Actor, create_session, create_token, create_user
 from lair.registry.service.publish import RECIPES, add_revision, publish
 from lair.registry.web import lists, middleware
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
+from lair.testing.uploads import encode, tar_gz
 
 
 def _toml(slug: str, tag: str, title: str = "") -> str:
@@ -159,3 +162,74 @@ def test_kept_pages_equal_what_the_route_renders(
             u: [(i["slug"], i["title"]) for i in fresh.get(u).json()["items"]] for u in urls
         }
     assert cached == rendered
+
+
+def _session(site: Site) -> tuple[dict[str, str], str]:
+    """The owner's session, as a browser signed in on the site holds it: (cookie header, CSRF token)."""
+    with site.engine.begin() as conn:
+        uid = conn.execute(sa.text("SELECT id FROM users WHERE name = 'owner'")).scalar_one()
+        sid, csrf = create_session(conn, Actor(uid, "owner"))
+    return {"cookie": f"lair_session={sid}"}, csrf
+
+
+def test_the_page_forms_keep_the_pages_their_writes_do_not_reach(site: Site, no_vote_delay: None) -> None:
+    """The forms' writes are known to the app as the API's are (before, each rendered every list again)."""
+    cookie, csrf = _session(site)
+
+    def form(url: str, fields: dict[str, str]) -> None:
+        got = site.client.post(url, data=fields | {"csrf": csrf}, headers=cookie, follow_redirects=False)
+        assert got.status_code == 303, got.text
+
+    before = site.listed(ALPHA)
+    site.behind_the_back("a1", "a1 behind the back")
+    form("/recipes/b1/edit", {"toml": _toml("b1", "beta", "b1 by form"), "notes": "form"})
+    assert site.listed(ALPHA) == before  # kept
+    assert _titles(site.listed("/api/v1/recipes?tag=beta&sort=updated"))["b1"] == "b1 by form"
+    form("/recipes/b2/vote", {"vote": "on"})  # another tag: cannot reach the page
+    assert site.listed(ALPHA) == before
+    form("/recipes/a3/edit", {"toml": _toml("a3", "alpha", "a3 by form"), "notes": "form"})  # on it
+    assert site.listed(ALPHA) == [("a3", "a3 by form"), ("a2", "a2"), ("a1", "a1 behind the back")]
+    site.behind_the_back("a2", "a2 behind the back")
+    form("/recipes/a1/vote", {"vote": "on"})  # a vote for a recipe on the page: rendered again
+    assert _titles(site.listed(ALPHA))["a2"] == "a2 behind the back"
+
+
+@pytest.fixture
+def uploads(db_url: str, engine: Engine) -> Iterator[tuple[UploadSite, dict[str, str]]]:
+    """The bundled examples and an uploader (upload_site.py); the client reads anonymously, the
+    uploads carry the token."""
+    for s in make_site(db_url, engine):
+        auth = {"authorization": s.client.headers.pop("authorization")}
+        yield s, auth
+
+
+def _rows_of(engine: Engine, slug: str) -> int:
+    stmt = sa.text(
+        "SELECT count(*) FROM measurements m JOIN recipes r ON r.id = m.recipe_id WHERE r.slug = :slug"
+    )
+    with engine.connect() as conn:
+        return int(conn.execute(stmt, {"slug": slug}).scalar_one())
+
+
+def test_a_report_upload_keeps_the_pages_its_recipe_is_not_on(
+    uploads: tuple[UploadSite, dict[str, str]],
+) -> None:
+    up, auth = uploads
+    site = Site(up.client, up.engine, {})
+    with up.engine.connect() as conn:
+        titles = {slug: title for slug, title in conn.execute(sa.select(RECIPES.c.slug, RECIPES.c.title))}
+    vllm, cpu = "/api/v1/recipes?tag=vllm&sort=updated", "/api/v1/recipes?tag=cpu&sort=updated"
+    before = {u: site.listed(u) for u in (vllm, cpu)}
+    assert sorted(before[vllm]) == [(s, titles[s]) for s in ("tiny-vllm-cpu", "tiny-vllm-cpu-docker-2x")]
+    assert "tiny-cpu" in _titles(before[cpu])
+    site.behind_the_back("tiny-vllm-cpu", "behind the back")  # on both pages
+    rows = _rows_of(up.engine, "tiny-cpu")
+
+    headers = auth | {"content-type": "application/gzip"}
+    got = up.client.post("/api/v1/reports", content=tar_gz(encode(up.report())), headers=headers)
+    assert got.status_code == 201, got.text
+    assert got.json()["slug"] == "tiny-cpu"
+    assert _rows_of(up.engine, "tiny-cpu") == rows + len(got.json()["rows"]) > rows  # it wrote tiny-cpu
+
+    assert site.listed(vllm) == before[vllm]  # tiny-cpu is neither on it nor can enter it: kept
+    assert _titles(site.listed(cpu))["tiny-vllm-cpu"] == "behind the back"  # tiny-cpu is on it: rendered

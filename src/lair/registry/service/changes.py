@@ -4,10 +4,10 @@ The lists' and searches' cache keys on ``registry_version.lists`` and ``votes``
 (:mod:`lair.registry.web.cache`). A bump says that something changed, not what; a process that knows
 which recipes each bump it sees was about can keep every cached list those recipes are neither on nor
 enter (:mod:`lair.registry.web.lists`). The writes of this process tell it: inside :func:`recording`
-(the web layer's write routes), :func:`record` notes the counter value a write's bump returned and the
-recipes it changed, and the caller hands the notes on once the transaction committed. A value nobody
-noted (a write of another process, of the CLI, or of a route that does not record) stays unknown, and
-whoever reads it treats every list as changed.
+(the web layer's write routes, through ``lair.registry.web.writes.committed``), :func:`record` notes the
+counter value a write's bump returned and the recipes it changed, and the caller hands the notes on once
+the transaction committed. A value nobody noted (a write of another process, or of the CLI) stays
+unknown, and whoever reads it treats every list as changed.
 """
 
 from __future__ import annotations

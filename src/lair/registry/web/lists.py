@@ -6,16 +6,16 @@ every second, a revision now and then) every entry used to be rendered again abo
 and after each revision all of them at once. Most writes change none of them: a write changes a few
 recipes, and a page changes only if one of them is on it, or now belongs on it.
 
-So when the counters moved, an entry is kept if this process knows what every bump in between was
-about (:class:`ChangeLog`, fed by its own write routes once their transaction committed,
-:mod:`lair.registry.service.changes`), none of those recipes is on the page, and none of them is, as
-the tables are now, among the page's matches (:func:`lair.registry.service.search.on_page`: the
-page's own query, restricted to those recipes and bounded by its last row; one indexed lookup
-instead of the search). Otherwise it is rendered again, as before: a bump this process does not know
-(another process's write, the CLI's, the page forms'), a text search ranked by relevance after a
-change of ``lists`` (bm25 weighs every document), or an older release's write (``foreign``). A vote
-is still allowed to show ``VOTE_TTL_S`` late; the check then runs at most once per entry per that
-time. Kept entries keep their bytes and ETag.
+So when the counters moved, an entry is kept if this process knows what every bump in between was about
+(:class:`ChangeLog`, fed by its own write routes once their transaction committed: each opens it through
+:func:`lair.registry.web.writes.committed`; :mod:`lair.registry.service.changes`), none of those recipes
+is on the page, and none of them is, as the tables are now, among the page's matches
+(:func:`lair.registry.service.search.on_page`: the page's own query, restricted to those recipes and
+bounded by its last row; one indexed lookup instead of the search). Otherwise it is rendered again, as
+before: a bump this process does not know (another process's write, the CLI's), a text search ranked by
+relevance after a change of ``lists`` (bm25 weighs every document), or an older release's write
+(``foreign``). A vote is still allowed to show ``VOTE_TTL_S`` late; the check then runs at most once per
+entry per that time. Kept entries keep their bytes and ETag.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from lair.registry.service.identities import Identity, sign_in_external
 from lair.registry.web.auth import COOKIE, limit
 from lair.registry.web.hosts import base_url
 from lair.registry.web.pages import account_page
-from lair.registry.web.writes import SIGNIN_LIMITS, _address, _session_cookie
+from lair.registry.web.writes import SIGNIN_LIMITS, _address, _session_cookie, committed
 
 __all__ = ["STATE_COOKIE", "oauth_app"]
 
@@ -155,7 +155,7 @@ async def _identity(client: Any, p: Provider, request: Request) -> Identity:
 def _sign_in(request: Request, who: Identity) -> str:
     old = request.cookies.get(COOKIE)
     try:
-        with request.app.state.engine.begin() as conn:
+        with committed(request.app.state) as conn:
             actor = sign_in_external(conn, who, session_actor(conn, old))
             sid, _ = rotate_session(conn, actor, old)
     except IntegrityError:

@@ -23,6 +23,7 @@ from lair.registry.web.writes import (
     _address,
     _end_session_cookie,
     _session_cookie,
+    committed,
 )
 
 __all__ = [
@@ -60,7 +61,7 @@ async def sign_in_form(request: Request) -> Response:
 
 
 def _session_for(request: Request, name: str, password: str, new: bool) -> str:
-    with request.app.state.engine.begin() as conn:
+    with committed(request.app.state) as conn:
         if new:
             create_user(conn, name, password)
         actor = authenticate(conn, name, password)
@@ -105,7 +106,7 @@ def _actor_checked(request: Request, conn: Any, form: dict[str, str]) -> Any:
 
 async def sign_out_post(request: Request) -> Response:
     f = await _form(request)
-    with request.app.state.engine.begin() as conn:
+    with committed(request.app.state) as conn:
         _actor_checked(request, conn, f)
         if request.cookies.get(COOKIE):
             revoke_session(conn, request.cookies[COOKIE])
@@ -138,7 +139,7 @@ async def publish_post(request: Request) -> Response:
     text, notes = f.get("toml", ""), f.get("notes", "")
     ctx = {"toml": text, "notes": notes, "slug": None}
     try:
-        with request.app.state.engine.begin() as conn:
+        with committed(request.app.state) as conn:
             actor = _actor_checked(request, conn, f)
             pub = community.publish_recipe(conn, actor, text, notes)
     except RegistryError as exc:
@@ -162,7 +163,7 @@ async def edit_post(request: Request) -> Response:
     slug, f = request.path_params["slug"], await _form(request)
     ctx = {"toml": f.get("toml", ""), "notes": f.get("notes", ""), "slug": slug}
     try:
-        with request.app.state.engine.begin() as conn:
+        with committed(request.app.state) as conn:
             actor = _actor_checked(request, conn, f)
             community.revise(conn, actor, slug, ctx["toml"], ctx["notes"])
     except RegistryError as exc:
@@ -172,14 +173,14 @@ async def edit_post(request: Request) -> Response:
 
 async def fork_post(request: Request) -> Response:
     slug, f = request.path_params["slug"], await _form(request)
-    with request.app.state.engine.begin() as conn:
+    with committed(request.app.state) as conn:
         pub = community.fork(conn, _actor_checked(request, conn, f), slug)
     return _back(f"/recipes/{pub.slug}")
 
 
 async def vote_post(request: Request) -> Response:
     slug, f = request.path_params["slug"], await _form(request)
-    with request.app.state.engine.begin() as conn:
+    with committed(request.app.state) as conn:
         community.vote(conn, _actor_checked(request, conn, f), slug, f.get("vote") != "off")
     return _back(f"/recipes/{slug}")
 
@@ -188,7 +189,7 @@ async def retract_post(request: Request) -> Response:
     raw, f = request.path_params["id"], await _form(request)
     if not raw.isdigit() or not 0 < int(raw) < 2**62:
         raise RegistryError(404, "not_found", f"no measurement {raw[:30]!r}")
-    with request.app.state.engine.begin() as conn:
+    with committed(request.app.state) as conn:
         who, quality = _actor_checked(request, conn, f), request.url.path.startswith("/quality/")
         community.retract(conn, who, int(raw), f.get("reason", ""), quality=quality)
     back = f.get("back", "/")
@@ -198,7 +199,7 @@ async def retract_post(request: Request) -> Response:
 async def hide_recipe_post(request: Request) -> Response:
     """An admin's "hide this recipe": it leaves search and pages (the API's DELETE shows it again)."""
     slug, f = request.path_params["slug"], await _form(request)
-    with request.app.state.engine.begin() as conn:
+    with committed(request.app.state) as conn:
         community.hide_recipe(conn, _actor_checked(request, conn, f), slug, True)
     return _back("/")
 
@@ -206,7 +207,7 @@ async def hide_recipe_post(request: Request) -> Response:
 async def hide_user_post(request: Request) -> Response:
     """An admin's "hide this user": their sign-in and tokens stop working, their recipes disappear."""
     name, f = request.path_params["name"], await _form(request)
-    with request.app.state.engine.begin() as conn:
+    with committed(request.app.state) as conn:
         community.hide_user(conn, _actor_checked(request, conn, f), name, True)
     return _back("/")
 
@@ -240,7 +241,7 @@ async def token_post(request: Request) -> Response:
 
     f = await _form(request)
     try:
-        with request.app.state.engine.begin() as conn:
+        with committed(request.app.state) as conn:
             me = _actor_checked(request, conn, f)
             token, _ = issue_token(conn, me, f.get("name", ""), f.get("scope", ""))
             return _tokens_page(request, conn, me, {"token": token, "name": f["name"].strip()})
@@ -257,7 +258,7 @@ async def token_revoke_post(request: Request) -> Response:
     raw, f = request.path_params["id"], await _form(request)
     if not raw.isdigit() or not 0 < int(raw) < 2**62:
         raise RegistryError(404, "not_found", f"no token {raw[:30]!r}")
-    with request.app.state.engine.begin() as conn:
+    with committed(request.app.state) as conn:
         revoke_token(conn, _actor_checked(request, conn, f), int(raw))
     return _back("/account")
 

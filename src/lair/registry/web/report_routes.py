@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from sqlalchemy import Engine
+from starlette.datastructures import State
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -26,11 +26,11 @@ from lair.errors import RegistryError
 from lair.registry.service import reports
 from lair.registry.service.accounts import Actor
 from lair.registry.service.archive import MAX_ARCHIVE_BYTES, refuse
-from lair.registry.service.blobs import BlobStore
 from lair.registry.service.outage import Unavailable
 from lair.registry.service.replication import parse_replicates
 from lair.registry.web.auth import actor_of, check_csrf, limit, write_limit
 from lair.registry.web.render import html, json_response
+from lair.registry.web.writes import committed
 from lair.replication import RowRef
 
 __all__ = ["report_file", "report_json", "report_page", "submit"]
@@ -88,18 +88,16 @@ def _limiter() -> anyio.CapacityLimiter:
     return _LIMITERS[key]
 
 
-def _accept(
-    engine: Engine, data: bytes, actor: Actor, store: BlobStore, replicates: RowRef | None = None
-) -> dict[str, Any]:
+def _accept(state: State, data: bytes, actor: Actor, replicates: RowRef | None = None) -> dict[str, Any]:
     """Unpack, verify and store in one transaction: the blocking part, run on a worker thread."""
-    with engine.begin() as conn:
-        return reports.submit_report(conn, data, actor=actor, store=store, replicates=replicates)
+    with committed(state) as conn:
+        return reports.submit_report(conn, data, actor=actor, store=state.blobs, replicates=replicates)
 
 
 async def _off_loop(
     request: Request, data: bytes, actor: Actor, replicates: RowRef | None = None
 ) -> dict[str, Any]:
-    state, limiter = request.app.state, _limiter()
+    limiter = _limiter()
     with anyio.move_on_after(UPLOAD_QUEUE_S) as waiting:
         await limiter.acquire()
     if waiting.cancelled_caught:  # only the wait is timed: a started upload is never abandoned
@@ -110,7 +108,7 @@ async def _off_loop(
             code="busy",
         )
     try:
-        return await anyio.to_thread.run_sync(_accept, state.engine, data, actor, state.blobs, replicates)
+        return await anyio.to_thread.run_sync(_accept, request.app.state, data, actor, replicates)
     finally:
         limiter.release()
 

@@ -9,6 +9,7 @@ from typing import Any
 import anyio.to_thread
 import orjson
 from sqlalchemy import Connection
+from starlette.datastructures import State
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -19,7 +20,7 @@ from lair.registry.service.changes import recording
 from lair.registry.web.auth import actor_of, check_csrf, limit, write_limit
 from lair.registry.web.render import json_response
 
-__all__ = ["create_recipe", "create_revision", "diff", "fork", "retract", "vote"]
+__all__ = ["committed", "create_recipe", "create_revision", "diff", "fork", "retract", "vote"]
 
 MAX_BODY = community.MAX_RECIPE_BYTES + 16 * 1024
 SIGNIN_LIMITS = ("10/minute", "30/hour")  # per name and address, then per address
@@ -49,9 +50,21 @@ def _str(data: dict[str, Any], key: str, required: bool = True) -> str:
 
 
 @contextmanager
+def committed(state: State) -> Iterator[Connection]:
+    """The transaction of a write route (``state``: the app's). Once it committed, the recipes
+    behind each counter bump it made go to the app's change log, so the cached lists and searches
+    they are not on are kept (:mod:`lair.registry.web.lists`); a write that opens its transaction
+    elsewhere is unknown to the log and every cached list renders again after it."""
+    with recording() as notes:
+        with state.engine.begin() as conn:
+            yield conn
+        state.changes.add(notes)
+
+
+@contextmanager
 def _writing(request: Request) -> Iterator[tuple[Connection, Actor | None]]:
     """One transaction, the actor, CSRF for cookie sessions, the write rate limit per actor/address."""
-    with request.app.state.engine.begin() as conn:
+    with committed(request.app.state) as conn:
         actor = actor_of(request, conn)
         check_csrf(request, actor)
         who = actor.name if actor else (request.client.host if request.client else "-")
@@ -60,10 +73,8 @@ def _writing(request: Request) -> Iterator[tuple[Connection, Actor | None]]:
 
 
 def _run_sync(request: Request, fn: Callable[[Connection, Actor | None], Any]) -> Any:
-    with recording() as notes, _writing(request) as (conn, actor):
-        out = fn(conn, actor)
-    request.app.state.changes.add(notes)  # committed: what it changed, for the cached lists
-    return out
+    with _writing(request) as (conn, actor):
+        return fn(conn, actor)
 
 
 async def _run(request: Request, fn: Callable[[Connection, Actor | None], Any]) -> Any:
@@ -172,7 +183,7 @@ async def sign_up(request: Request) -> Response:
     limit(request, SIGNUP_LIMIT, "signup", _address(request))
 
     def made() -> tuple[str, str]:  # argon2 (about 0.25 s) on a worker thread, never on the loop
-        with request.app.state.engine.begin() as conn:
+        with committed(request.app.state) as conn:
             create_user(conn, name, password)
             return create_session(conn, authenticate(conn, name, password))
 
@@ -193,7 +204,7 @@ async def sign_in(request: Request) -> Response:
     limit(request, SIGNIN_LIMITS[1], "signin", _address(request))
 
     def signed_in() -> tuple[Actor, str, str]:  # argon2 on a worker thread, never on the loop
-        with request.app.state.engine.begin() as conn:
+        with committed(request.app.state) as conn:
             actor = authenticate(conn, name, password)
             return actor, *rotate_session(conn, actor, request.cookies.get(COOKIE))
 
@@ -208,7 +219,7 @@ async def sign_out(request: Request) -> Response:
     from lair.registry.web.auth import COOKIE
 
     sid = request.cookies.get(COOKIE)
-    with request.app.state.engine.begin() as conn:
+    with committed(request.app.state) as conn:
         check_csrf(request, actor_of(request, conn))
         if sid:
             revoke_session(conn, sid)
