@@ -15,8 +15,9 @@ report in the snapshot has all its blobs in the store when they are read.
 
 ``restore`` needs an empty database (no table) of the same kind and a blob store; it checks each
 member's sha256 against the manifest before it writes anything, loads the database, writes the
-blobs, upgrades the schema to this version's head (a backup of an older version restores into a
-newer one) and compares the restored rows with the manifest's counts.
+blobs, compares the restored rows with the manifest's counts, upgrades the schema to this version's
+head (a backup of an older version restores into a newer one) and runs ``ANALYZE``, so the planner
+has statistics from the first query on.
 
 Errors: ``RegistryError`` 422 ``invalid`` (not a backup, a member damaged, a database not empty,
 a backup of the other kind), ``RegistryError`` 500 ``backup_failed`` with the tail of
@@ -281,6 +282,15 @@ def _restored_counts(engine: Engine, manifest: Manifest, where: str) -> None:
         raise RegistryError(500, "backup_failed", f"{where}: restored row counts differ: {wrong}")
 
 
+def _analyze(engine: Engine) -> None:
+    """Planner statistics for every table, as they are after the load: ``pg_restore`` writes none
+    (autovacuum gathers them later, or never where it is off: a filtered search then took 15 ms
+    instead of 0.5), and a SQLite copy has only the source's, if any. SQLite's ``PRAGMA optimize``
+    would not do: before 3.46 it looks only at the tables this connection has queried."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ANALYZE")
+
+
 def restore(path: str | Path, db_url: str, store: BlobStore) -> Manifest:
     """Load the archive at ``path`` into the empty database ``db_url`` and the blob store ``store``."""
     url, path = connect_url(db_url), Path(path)
@@ -301,6 +311,7 @@ def restore(path: str | Path, db_url: str, store: BlobStore) -> Manifest:
                 store.put(key, data)
             _restored_counts(engine, manifest, where)
             migrate(engine)
+            _analyze(engine)
         finally:
             engine.dispose()
     return manifest
