@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from lair.tune.objective import Constraint, Guard, Objective
     from lair.tune.space import Space
 
-__all__ = ["Candidate", "TuneOptions", "run_search", "study_name"]
+__all__ = ["Candidate", "TuneOptions", "run_search", "stop_interrupted", "study_name"]
 
 Progress = Callable[[str], None]
 _PREFETCH_MAX = 256
@@ -281,6 +281,9 @@ class Search:
         self.say(f"trial {c.number}: launching {_knobs(c.params)}")
         try:
             return launch(req, detach=True, progress=self.say)
+        except KeyboardInterrupt:  # Ctrl-C while it started: whatever of it runs is stopped first
+            stop_interrupted(req.run_id, self.say)
+            raise
         except LaunchError as exc:
             reason = failure_reason(_saved_log(req.run_id), exc.message)
             self.say(f"trial {c.number}: launch failed: {reason}")
@@ -479,8 +482,6 @@ def _hardware(opts: TuneOptions) -> Any:
 
 
 def _loop(s: Search) -> None:
-    from lair.launch import stop_run
-
     cand = s.next_candidate()
     while cand is not None:
         res = s.launch(cand)
@@ -498,8 +499,23 @@ def _loop(s: Search) -> None:
                 nxt.started = time.monotonic()
                 cand = nxt
         finally:
-            stop_run(res.run_id, progress=s.say)
+            stop_interrupted(res.run_id, s.say)
         cand = nxt
+
+
+def stop_interrupted(run_id: str, say: Progress) -> None:
+    """Stop the run, to the end even when Ctrl-C comes during the stop (the stop is done again,
+    then the interrupt goes on). A run that never got as far as its journal has nothing to stop."""
+    from lair.launch import stop_run
+    from lair.launch.journal import Journal
+
+    if not Journal(run_id).exists:
+        return
+    try:
+        stop_run(run_id, progress=say)
+    except KeyboardInterrupt:
+        stop_run(run_id, progress=say)
+        raise
 
 
 def _interrupted(s: Search) -> None:
