@@ -41,6 +41,41 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results"
 PORT = 8780
 PATHS = {"recipe JSON": "/api/v1/recipes/tiny-cpu.json", "recipe page": "/recipes/tiny-cpu"}
+COLD = "search, a new query each request"
+"""The app-bound case: every request a search URL no host has answered before (no cache can hold it),
+so each one is the app's own work (the query, its hits' JSON), against the proxy's and wrk's small
+share: what a second host's cores add when the app is the limit."""
+LUA = Path(__file__).resolve().parent / "data" / "registry_wrk.lua"
+WORDS = ("", "llama", "qwen", "tiny", "vllm", "cpu")
+
+
+def cold_paths(run: int, runs: int) -> list[str]:
+    """Run ``run``'s share of a pool of distinct searches: no two runs (nor warm-ups) share a URL."""
+    pool = [
+        f"/api/v1/recipes?min_context={c}&limit={limit}&sort={sort}" + (f"&q={w}" if w else "")
+        for c in range(1, 8193)
+        for limit in (5, 10, 20)
+        for sort in ("votes", "updated")
+        for w in WORDS
+    ]
+    size = len(pool) // runs
+    return pool[run * size : (run + 1) * size]
+
+
+def wrk_paths(base: str, paths: list[str], seconds: int, connections: int, tmp: Path) -> dict[str, float]:
+    """wrk over ``paths`` in turn (each thread from its own half: every request a new URL)."""
+    listing = tmp / "cold-paths.txt"
+    listing.write_text("\n".join(paths) + "\n")
+    argv = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "-s", str(LUA), base]
+    env = os.environ | {"WRK_PATHS": str(listing), "WRK_ORDER": "turn"}
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, check=True, timeout=seconds + 60)
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["requests"] < len(paths) // 2, "the run repeated URLs: give it a larger pool"
+    return {
+        "rps": res["requests"] / (res["duration_us"] / 1e6), "p50_ms": res["p50_us"] / 1000,
+        "p99_ms": res["p99_us"] / 1000, "non_2xx": float(res["non_2xx"]),
+        "socket_errors": float(res["socket_errors"]),
+    }  # fmt: skip
 
 
 def _units(value: str, unit: str) -> float:
@@ -76,9 +111,18 @@ def cpu_seconds(groups: list[int]) -> float:
     return total
 
 
-def _run(url: str, args: argparse.Namespace, apps: list[int], nginx: int) -> dict[str, float]:
+def _run(
+    url: str,
+    args: argparse.Namespace,
+    apps: list[int],
+    nginx: int,
+    cold: tuple[list[str], Path] | None = None,
+) -> dict[str, float]:
     before = cpu_seconds(apps), cpu_seconds([nginx])
-    row = wrk(url, args.seconds, args.connections)
+    if cold is None:
+        row = wrk(url, args.seconds, args.connections)
+    else:
+        row = wrk_paths(url, cold[0], args.seconds, args.connections, cold[1])
     row["app_cores"] = (cpu_seconds(apps) - before[0]) / args.seconds
     row["nginx_cores"] = (cpu_seconds([nginx]) - before[1]) / args.seconds
     return row
@@ -111,7 +155,7 @@ def _nginx(where: Path, upstreams: list[str]) -> tuple[subprocess.Popen[bytes], 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="lair-two-hosts-"))
-    runs: dict[str, dict[str, list[dict[str, float]]]] = {p: {"one": [], "two": []} for p in PATHS}
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {p: {"one": [], "two": []} for p in [*PATHS, COLD]}
     with NetnsNodes(2) as nodes:
         bridge = f"{nodes.subnet}.1"
         with pg_server(host=bridge) as pg, s3_server(host=bridge) as s3:
@@ -131,6 +175,20 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                             url = f"https://localhost:{proxies[kind][1]}{path}"
                             pids = [p.pid for p in apps]
                             runs[name][kind].append(_run(url, args, pids, proxies[kind][0].pid))
+                slices = iter(range(2 * args.runs + 2))
+                for kind in ("one", "two"):  # warm-up: the search code paths, on URLs of their own
+                    wrk_paths(
+                        f"https://localhost:{proxies[kind][1]}",
+                        cold_paths(next(slices), 2 * args.runs + 2),
+                        2,
+                        args.connections,
+                        tmp,
+                    )
+                for _ in range(args.runs):
+                    for kind in ("one", "two"):
+                        base, pids = f"https://localhost:{proxies[kind][1]}", [p.pid for p in apps]
+                        cold = (cold_paths(next(slices), 2 * args.runs + 2), tmp)
+                        runs[COLD][kind].append(_run(base, args, pids, proxies[kind][0].pid, cold))
             finally:
                 for p in apps:
                     os.killpg(p.pid, signal.SIGTERM)
