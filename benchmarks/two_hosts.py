@@ -36,6 +36,7 @@ from lair.testing.nodes import NetnsNodes, TestNode
 from lair.testing.postgres import pg_server
 from lair.testing.registry import free_port, wait_http
 from lair.testing.s3 import s3_server
+from registry_load import run_wrk  # the wrk script runner of the load benchmark, beside this file
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results"
@@ -45,7 +46,6 @@ COLD = "search, a new query each request"
 """The app-bound case: every request a search URL no host has answered before (no cache can hold it),
 so each one is the app's own work (the query, its hits' JSON), against the proxy's and wrk's small
 share: what a second host's cores add when the app is the limit."""
-LUA = Path(__file__).resolve().parent / "data" / "registry_wrk.lua"
 WORDS = ("", "llama", "qwen", "tiny", "vllm", "cpu")
 
 
@@ -63,19 +63,11 @@ def cold_paths(run: int, runs: int) -> list[str]:
 
 
 def wrk_paths(base: str, paths: list[str], seconds: int, connections: int, tmp: Path) -> dict[str, float]:
-    """wrk over ``paths`` in turn (each thread from its own half: every request a new URL)."""
-    listing = tmp / "cold-paths.txt"
-    listing.write_text("\n".join(paths) + "\n")
-    argv = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "-s", str(LUA), base]
-    env = os.environ | {"WRK_PATHS": str(listing), "WRK_ORDER": "turn"}
-    out = subprocess.run(argv, capture_output=True, text=True, env=env, check=True, timeout=seconds + 60)
-    res = json.loads(out.stdout.strip().splitlines()[-1])
-    assert res["requests"] < len(paths) // 2, "the run repeated URLs: give it a larger pool"
-    return {
-        "rps": res["requests"] / (res["duration_us"] / 1e6), "p50_ms": res["p50_us"] / 1000,
-        "p99_ms": res["p99_us"] / 1000, "non_2xx": float(res["non_2xx"]),
-        "socket_errors": float(res["socket_errors"]),
-    }  # fmt: skip
+    """The load benchmark's wrk over ``paths`` in turn (each thread from its own half: every request a
+    new URL), in this file's row keys."""
+    r = run_wrk(base, paths, seconds, connections, 2, tmp, order="turn")
+    assert r["requests"] < len(paths) // 2, "the run repeated URLs: give it a larger pool"
+    return {"rps": r["req_s"], "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": float(r["errors"])}
 
 
 def _units(value: str, unit: str) -> float:
@@ -175,11 +167,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                             url = f"https://localhost:{proxies[kind][1]}{path}"
                             pids = [p.pid for p in apps]
                             runs[name][kind].append(_run(url, args, pids, proxies[kind][0].pid))
-                slices = iter(range(2 * args.runs + 2))
+                count = 2 * args.runs + 2  # a slice of the pool per run and warm-up
+                slices = iter(range(count))
                 for kind in ("one", "two"):  # warm-up: the search code paths, on URLs of their own
                     wrk_paths(
                         f"https://localhost:{proxies[kind][1]}",
-                        cold_paths(next(slices), 2 * args.runs + 2),
+                        cold_paths(next(slices), count),
                         2,
                         args.connections,
                         tmp,
@@ -187,7 +180,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 for _ in range(args.runs):
                     for kind in ("one", "two"):
                         base, pids = f"https://localhost:{proxies[kind][1]}", [p.pid for p in apps]
-                        cold = (cold_paths(next(slices), 2 * args.runs + 2), tmp)
+                        cold = (cold_paths(next(slices), count), tmp)
                         runs[COLD][kind].append(_run(base, args, pids, proxies[kind][0].pid, cold))
             finally:
                 for p in apps:
