@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["SETTINGS", "Setting", "Settings", "default_db_url"]
+__all__ = ["CHART_MODES", "SETTINGS", "Setting", "Settings", "default_db_url"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("cache_mb", "LAIR_REGISTRY_CACHE_MB", "64", "in-memory response cache per worker (0: off)"),
     Setting("redis", "LAIR_REGISTRY_REDIS", "", "Redis URL for the rate limits several processes share"),
     Setting("write_limit", "LAIR_REGISTRY_WRITE_LIMIT", "60/minute", "writes per account (limits syntax)"),
+    Setting(
+        "charts",
+        "LAIR_REGISTRY_CHARTS",
+        "deferred",
+        "speed charts drawn after the write by a drawer process (deferred) or inside it (inline)",
+    ),
 )
 """Every setting, in the order ``lair serve --help`` and docs/registry.md describe them."""
 
@@ -57,6 +63,18 @@ def default_db_url(env: Mapping[str, str]) -> str:
     return f"sqlite:///{folder / 'registry.sqlite3'}"
 
 
+CHART_MODES = ("deferred", "inline")
+
+
+def _choice(raw: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    from lair.errors import ConfigError
+
+    if raw[name] not in allowed:
+        env = next(s.env for s in SETTINGS if s.name == name)
+        raise ConfigError(f"{env}: {raw[name]!r} is not one of {', '.join(allowed)}")
+    return raw[name]
+
+
 @dataclass(frozen=True)
 class Settings:
     """The values of :data:`SETTINGS` (``environ``: the snapshot they were read from)."""
@@ -68,6 +86,7 @@ class Settings:
     cache_mb: int = 64
     redis: str = ""
     write_limit: str = "60/minute"
+    charts: str = "deferred"
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -83,5 +102,6 @@ class Settings:
             cache_mb=int(raw["cache_mb"]),
             redis=raw["redis"],
             write_limit=raw["write_limit"],
+            charts=_choice(raw, "charts", CHART_MODES),
             environ=env,
         )

@@ -19,7 +19,9 @@ from pathlib import Path
 
 __all__ = [
     "PG_ADMIN_URL",
+    "ServedURL",
     "add_verified_row",
+    "charts_drawn",
     "db_snapshot",
     "free_port",
     "gzip_serializer",
@@ -87,6 +89,13 @@ def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] | N
         time.sleep(0.05)
 
 
+class ServedURL(str):
+    """The base URL of a :func:`serve_process`; ``pid`` leads its process group (the workers, their
+    chart drawers), for a test that kills it."""
+
+    pid: int
+
+
 @contextmanager
 def serve_process(
     db_url: str,
@@ -97,7 +106,7 @@ def serve_process(
     seed: bool = True,
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
-) -> Iterator[str]:
+) -> Iterator[ServedURL]:
     """``lair serve`` on 127.0.0.1 and a free port, with more ``args`` and ``env``; yields its base URL."""
     port = port or free_port()
     argv = [
@@ -122,7 +131,8 @@ def serve_process(
         close_fds=True,
         start_new_session=True,
     )
-    base = f"http://127.0.0.1:{port}"
+    base = ServedURL(f"http://127.0.0.1:{port}")
+    base.pid = proc.pid
     try:
         wait_http(base + "/api/v1/health", 60, proc)
         yield base
@@ -172,6 +182,13 @@ def unsafe_routes(app: object) -> set[tuple[str, str]]:
         elif isinstance(r, Mount):
             pending += [(prefix + r.path, sub) for sub in r.routes]
     return out
+
+
+def charts_drawn(app: object, timeout: float = 120.0) -> None:
+    """Wait until the chart drawer of ``app`` (what ``create_app`` returns) drew what the writes so far
+    left to it: the stored pages hold their charts inline again."""
+    drawer = app.app.state.drawer  # type: ignore[attr-defined]
+    assert drawer is None or drawer.idle(timeout), f"the chart drawer was still busy after {timeout} s"
 
 
 def rendered(conn: object, slug: str) -> None:

@@ -27,7 +27,7 @@ from lair.registry.service.publish import RECIPES, REVISIONS, publish, seed_exam
 from lair.registry.service.stored import BASE, DOCUMENTS, render_documents, with_base
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
-from lair.testing.registry import tgz
+from lair.testing.registry import charts_drawn, tgz
 from lair.testing.reports import made_up_report
 
 SLUG = "llama31-8b-rtx4090-sglang"
@@ -247,6 +247,7 @@ def test_each_row_has_its_reproduce_command_and_anchor(world: World) -> None:
 def test_stored_documents_equal_a_fresh_render_after_the_uploads(world: World) -> None:
     _upload(world, "alice", H100, ctx=2048, name="alice-h100")
     _upload(world, "alice", FAKE_GPU, ctx=4096, name="alice-fake")
+    charts_drawn(world.client.app)  # the new rows' chart: drawn after the writes, then stored
     with world.engine.connect() as conn:
         fresh = {(r["kind"], r["revision"]): r["body"] for r in render_documents(conn, SLUG)}
         d = DOCUMENTS.c

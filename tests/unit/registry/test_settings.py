@@ -8,11 +8,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+from registry_paths import LLAMA
 from starlette.testclient import TestClient
 
+from lair.errors import ConfigError
 from lair.registry.db.engine import make_engine, migrate
 from lair.registry.service.accounts import create_token, create_user
-from lair.registry.service.publish import seed_examples
+from lair.registry.service.publish import publish, seed_examples
 from lair.registry.settings import SETTINGS, Settings
 from lair.registry.web.app import create_app
 
@@ -28,6 +31,7 @@ def test_every_setting_comes_from_its_variable() -> None:
         "LAIR_REGISTRY_CACHE_MB": "0",
         "LAIR_REGISTRY_REDIS": "redis://127.0.0.1:6379/3",
         "LAIR_REGISTRY_WRITE_LIMIT": "5/minute",
+        "LAIR_REGISTRY_CHARTS": "inline",
     }
     assert {s.env for s in SETTINGS} == set(env)
     conf = Settings.from_env(env)
@@ -36,11 +40,12 @@ def test_every_setting_comes_from_its_variable() -> None:
         "https://recipes.example",
         ("a.example", "b.example"),
     )
-    assert (conf.blobs, conf.cache_mb, conf.redis, conf.write_limit) == (
+    assert (conf.blobs, conf.cache_mb, conf.redis, conf.write_limit, conf.charts) == (
         "s3://bucket/p",
         0,
         "redis://127.0.0.1:6379/3",
         "5/minute",
+        "inline",
     )
     assert Settings.from_env({"LAIR_HOME": "/h"}).db == "sqlite:////h/registry/registry.sqlite3"
     assert Settings.from_env({}).write_limit == "60/minute"
@@ -76,3 +81,21 @@ def test_each_app_has_its_own_rate_limits(tmp_path: Path) -> None:
         with TestClient(other) as b:
             assert b.put("/api/v1/recipes/tiny-cpu/vote", headers=auth).status_code == 200
         assert a.put("/api/v1/recipes/tiny-cpu/vote", headers=auth).status_code == 429  # still over its own
+
+
+def test_the_chart_mode_is_deferred_or_inline_and_named_when_wrong(tmp_path: Path) -> None:
+    assert Settings.from_env({}).charts == "deferred"
+    with pytest.raises(ConfigError, match=r"LAIR_REGISTRY_CHARTS: 'later' is not one of deferred, inline"):
+        Settings.from_env({"LAIR_REGISTRY_CHARTS": "later"})
+    url = f"sqlite:///{tmp_path / 'r.sqlite3'}"
+    engine = make_engine(url)
+    migrate(engine)
+    engine.dispose()
+    app = create_app(settings=Settings.from_env({"LAIR_REGISTRY_DB": url, "LAIR_REGISTRY_CHARTS": "inline"}))
+    with TestClient(app) as client:
+        assert app.app.state.drawer is None
+        engine = app.app.state.engine
+        with engine.begin() as conn:  # a write over the app's own engine: no drawer, drawn inline
+            publish(conn, LLAMA.read_text(), owner="author")
+        page = client.get("/recipes/llama31-8b-rtx4090-sglang").text
+        assert page.count('class="chart"') == 1 and "chart-pending" not in page

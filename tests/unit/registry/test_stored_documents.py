@@ -38,6 +38,7 @@ from lair.registry.service.publish import (
     visible,
 )
 from lair.registry.service.stored import DOCUMENTS, documents_stale, refresh_stale, render_documents
+from lair.testing.registry import charts_drawn
 from lair.testing.uploads import encode, tar_gz
 
 NAMES = ("alice", "bob", "carol")
@@ -111,6 +112,7 @@ def _upload(site: Site) -> int:
     headers = {"content-type": "application/gzip", "authorization": site.client.headers["x-token"]}
     got = site.client.post("/api/v1/reports", content=tar_gz(encode(site.report())), headers=headers)
     assert got.status_code in (201, 401, 409, 422), got.text
+    charts_drawn(site.client.app)  # the upload's new rows: charts drawn after the write, then stored
     return got.status_code
 
 

@@ -230,6 +230,16 @@ class ChartSvg(Base):
     svg: Mapped[str] = mapped_column(Text)
 
 
+class ChartPending(Base):
+    """A recipe whose stored page shows a chart placeholder (migration 0014): the write left the drawing
+    to the drawer of its process (:mod:`lair.registry.service.drawer`), which removes the row once it
+    rendered the page again; a process that starts draws what one that stopped left here."""
+
+    __tablename__ = "chart_pending"
+
+    recipe_id: Mapped[int] = mapped_column(ForeignKey("recipes.id", ondelete="CASCADE"), primary_key=True)
+
+
 class Session(Base):
     """A signed-in browser: the cookie holds a random id, the table its sha256 (a leak of the table is
     no session); the CSRF secret goes into every form of the session's pages."""

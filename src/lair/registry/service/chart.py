@@ -9,47 +9,87 @@ rated against dotted, where the model's facts and the GPUs are known. Retracted 
 from __future__ import annotations
 
 import hashlib
+import html
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from lair.report.charts import Chart, Series, Tier, render
 
-__all__ = ["chart_store", "speed_chart"]
+__all__ = ["PENDING_CLASS", "chart_key", "chart_store", "speed_chart", "store_svgs"]
 
-_STORE: ContextVar[Connection | None] = ContextVar("chart_store", default=None)
+PENDING_CLASS = "chart-pending"
+"""The class of what a page shows where a chart is still being drawn (:mod:`.drawer`)."""
+
+
+@dataclass
+class _Store:
+    conn: Connection
+    defer: bool
+    pending: list[Chart]
+
+
+_STORE: ContextVar[_Store | None] = ContextVar("chart_store", default=None)
 
 
 @contextmanager
-def chart_store(conn: Connection) -> Iterator[None]:
+def chart_store(conn: Connection, *, defer: bool = False) -> Iterator[list[Chart]]:
     """Charts drawn inside the block are kept in (and read back from) the ``chart_svgs`` table over
     ``conn``: a write that re-renders a page whose rows did not change (a vote) draws nothing, in
-    any process. A chart is a pure function of what it shows, keyed by the sha256 of that."""
-    token = _STORE.set(conn)
+    any process. A chart is a pure function of what it shows, keyed by the sha256 of that.
+
+    With ``defer`` a chart not in the table yet is not drawn: the page gets a placeholder (a
+    ``PENDING_CLASS`` paragraph) and the chart goes into the list yielded, for the drawer to draw
+    after the write and render the page again (:mod:`.drawer`)."""
+    store = _Store(conn, defer, [])
+    token = _STORE.set(store)
     try:
-        yield
+        yield store.pending
     finally:
         _STORE.reset(token)
 
 
-def _draw(chart: Chart) -> str:
-    conn = _STORE.get()
-    if conn is None:
-        return render(chart)
-    import sqlalchemy as sa
+def chart_key(chart: Chart) -> str:
+    return hashlib.sha256(repr(chart).encode()).hexdigest()
 
-    key = hashlib.sha256(repr(chart).encode()).hexdigest()
-    found = conn.execute(sa.text("SELECT svg FROM chart_svgs WHERE key = :k"), {"k": key}).scalar()
+
+_FIND = sa.text("SELECT svg FROM chart_svgs WHERE key = :k")
+_KEEP = sa.text("INSERT INTO chart_svgs (key, svg) VALUES (:k, :s) ON CONFLICT (key) DO NOTHING")
+
+
+def store_svgs(conn: Connection, svgs: dict[str, str]) -> None:
+    """Keep drawn charts by their :func:`chart_key` (one drawn twice at once is kept once)."""
+    for key, svg in svgs.items():
+        conn.execute(_KEEP, {"k": key, "s": svg})
+
+
+def _pending(chart: Chart, key: str) -> str:
+    return (
+        f'<p class="{PENDING_CLASS}" data-chart="{key[:16]}">{html.escape(chart.title)}: the chart of'
+        " these rows is being drawn; reload the page in a moment.</p>"
+    )
+
+
+def _draw(chart: Chart) -> str:
+    store = _STORE.get()
+    if store is None or not any(s.points for s in chart.series):
+        return render(chart)
+    key = chart_key(chart)
+    found = store.conn.execute(_FIND, {"k": key}).scalar()
     if found is not None:
         return str(found)
+    if store.defer:
+        store.pending.append(chart)
+        return _pending(chart, key)
     svg = render(chart)
-    insert = "INSERT INTO chart_svgs (key, svg) VALUES (:k, :s) ON CONFLICT (key) DO NOTHING"
-    conn.execute(sa.text(insert), {"k": key, "s": svg})
+    store_svgs(store.conn, {key: svg})
     return svg
 
 

@@ -119,16 +119,22 @@ def _row(rec: Any, kind: str, revision: int, body: bytes, modified: Any) -> dict
 
 
 def refresh_documents(conn: Connection, recipe_id: int) -> None:
-    """Re-render the stored documents of one recipe (or remove them when it is not visible)."""
+    """Re-render the stored documents of one recipe (or remove them when it is not visible); a chart
+    not drawn yet is left to the engine's drawer when this process has one (:mod:`.drawer`)."""
     from lair.registry.service.chart import chart_store
+    from lair.registry.service.drawer import drawer_for, note_pending
 
     conn.execute(_DELETE, {"rid": recipe_id})
     slug = conn.execute(_SLUG, {"rid": recipe_id}).scalar()
     if slug is None:
         return
-    with chart_store(conn):
+    drawer = drawer_for(conn.engine)
+    with chart_store(conn, defer=drawer is not None) as pending:
         rows = render_documents(conn, slug)
     conn.execute(_INSERT, rows)
+    if drawer is not None and pending:  # drawn after the write, then rendered again (.drawer)
+        note_pending(conn, recipe_id)
+        drawer.submit(recipe_id, pending)
 
 
 def user_recipes(conn: Connection, user_id: int) -> list[int]:

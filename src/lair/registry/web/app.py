@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 from sqlalchemy.exc import DBAPIError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -22,6 +23,7 @@ from lair.errors import RegistryError
 from lair.registry.db.engine import Checkpointer, connect_url, dialect_of, make_engine
 from lair.registry.oauth import Provider, load_providers
 from lair.registry.service.blobs import blob_store
+from lair.registry.service.drawer import ChartDrawer
 from lair.registry.service.outage import Unavailable, unavailable
 from lair.registry.service.stored import Refresher
 from lair.registry.settings import Settings
@@ -168,12 +170,18 @@ def create_app(
     versions = make_versions(url)
     refresher = Refresher(engine)  # stored documents an older release's writes left stale
     checkpoints = Checkpointer(engine) if dialect_of(url) == "sqlite" else None
+    changes = ChangeLog()  # what this process's writes changed: cached lists kept across them
+    drawer = ChartDrawer(engine, changes.add) if conf.charts == "deferred" else None
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> Any:
         if checkpoints is not None:
             checkpoints.start()  # the WAL copied back off the write path
+        if drawer is not None:
+            await anyio.to_thread.run_sync(drawer.start)  # the charts drawn off the write
         yield
+        if drawer is not None:
+            await anyio.to_thread.run_sync(drawer.close)
         if checkpoints is not None:
             checkpoints.close()
         refresher.close()
@@ -196,7 +204,8 @@ def create_app(
     )
     app.state.settings = conf
     app.state.limits = RateLimits(conf.redis)
-    app.state.changes = ChangeLog()  # what this process's writes changed: cached lists kept across them
+    app.state.changes = changes
+    app.state.drawer = drawer
     app.state.engine = engine
     app.state.blobs = blob_store(blobs or conf.blobs or None, db_url=url, engine=engine)
     app.state.public_url = public
@@ -222,12 +231,13 @@ was 58-65 ms, at 0.1 ms 43 ms, with the reads' own figures no worse (2,000 recip
 thread waits for the GIL."""
 
 
-def _warm_writes(engine: Any) -> None:
+def _warm_writes(engine: Any, drawer: ChartDrawer | None = None) -> None:
     """What the first write of a process loads and compiles (the page templates, the recipe checks,
     the canonical export, the markdown and TOML modules, matplotlib's first figure), loaded before
     serving: one recipe's documents rendered and its revision checked, one chart drawn, nothing
     stored. The first revision after a start took 0.2 s more than the next (0.8 s more when it drew
-    a chart), over a second under a read load."""
+    a chart), over a second under a read load. With the app's chart ``drawer`` the chart is drawn by
+    its process (started here), and this one never loads matplotlib for a write."""
     import sqlalchemy as sa
 
     from lair.recipe import check_text
@@ -241,7 +251,10 @@ def _warm_writes(engine: Any) -> None:
     latest = sa.and_(REVISIONS.c.recipe_id == RECIPES.c.id, REVISIONS.c.number == RECIPES.c.latest_revision)
     one = sa.select(RECIPES.c.slug, REVISIONS.c.toml).join(REVISIONS, latest).where(visible()).limit(1)
     try:
-        render(Chart("warm", "warm", "tok/s", [Series(1, [(1.0, 1.0), (2.0, 2.0)], tier="reported")], ""))
+        if drawer is not None:
+            drawer.warm()
+        else:
+            render(Chart("warm", "warm", "tok/s", [Series(1, [(1.0, 1.0), (2.0, 2.0)], tier="reported")], ""))
         with engine.connect() as conn:  # rolled back at the end: the charts it may keep, too
             row = conn.execute(one).first()
             if row is None:
@@ -249,7 +262,7 @@ def _warm_writes(engine: Any) -> None:
             scan_recipe(row.toml)
             check_text(row.toml, "recipe.toml", "toml")
             canonical(parse_recipe(row.toml))
-            with chart_store(conn):
+            with chart_store(conn, defer=drawer is not None):
                 render_documents(conn, row.slug)
     except Exception:  # never in the way of serving: the first write pays, as it would have
         log.warning("warming the write path up failed", exc_info=True)
@@ -282,7 +295,7 @@ def factory() -> Any:
 
     _few_arenas()
     app = create_app(settings=Settings.from_env())
-    _warm_writes(app.app.state.engine)
+    _warm_writes(app.app.state.engine, app.app.state.drawer)
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
