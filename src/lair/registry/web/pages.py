@@ -4,6 +4,8 @@ retract. Forms post here; each handler checks CSRF, calls one service function, 
 from __future__ import annotations
 
 import difflib
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -42,6 +44,22 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v for k, v in form.items() if isinstance(v, str)}
 
 
+FormHandler = Callable[[Request, dict[str, str]], Response]
+
+
+def form_post(fn: FormHandler) -> Callable[[Request], Awaitable[Response]]:
+    """A form's endpoint: the body read on the event loop, everything else (the statements, the
+    documents the write renders, argon2, the rate limits' Redis) on a worker thread, so a write never
+    holds up the requests served meanwhile."""
+
+    @functools.wraps(fn)
+    async def endpoint(request: Request) -> Response:
+        form = await _form(request)
+        return await anyio.to_thread.run_sync(fn, request, form)
+
+    return endpoint
+
+
 def _page(request: Request, template: str, ctx: dict[str, Any], status: int = 200) -> Response:
     return html(template, ctx, status=status, cacheable=False)
 
@@ -68,30 +86,29 @@ def _session_for(request: Request, name: str, password: str, new: bool) -> str:
         return rotate_session(conn, actor, request.cookies.get(COOKIE))[0]
 
 
-async def _signed_in(request: Request, name: str, password: str, *, new: bool) -> Response:
-    # argon2 (about 0.25 s a hash) on a worker thread: other requests are served meanwhile
-    sid = await anyio.to_thread.run_sync(_session_for, request, name, password, new)
+def _signed_in(request: Request, name: str, password: str, *, new: bool) -> Response:
+    sid = _session_for(request, name, password, new)  # argon2 (about 0.25 s a hash): on the thread
     resp = _back("/")
     _session_cookie(resp, request, sid)
     return resp
 
 
-async def sign_up_post(request: Request) -> Response:
-    f = await _form(request)
+@form_post
+def sign_up_post(request: Request, f: dict[str, str]) -> Response:
     try:
         limit(request, SIGNUP_LIMIT, "signup", _address(request))
-        return await _signed_in(request, f.get("name", ""), f.get("password", ""), new=True)
+        return _signed_in(request, f.get("name", ""), f.get("password", ""), new=True)
     except RegistryError as exc:
         return account_page(request, "signup", exc.message, exc.status)
 
 
-async def sign_in_post(request: Request) -> Response:
-    f = await _form(request)
+@form_post
+def sign_in_post(request: Request, f: dict[str, str]) -> Response:
     name = f.get("name", "")
     try:
         limit(request, SIGNIN_LIMITS[0], "signin", _address(request), name)
         limit(request, SIGNIN_LIMITS[1], "signin", _address(request))
-        return await _signed_in(request, name, f.get("password", ""), new=False)
+        return _signed_in(request, name, f.get("password", ""), new=False)
     except RegistryError as exc:
         return account_page(request, "signin", exc.message, exc.status)
 
@@ -104,8 +121,8 @@ def _actor_checked(request: Request, conn: Any, form: dict[str, str]) -> Any:
     return actor
 
 
-async def sign_out_post(request: Request) -> Response:
-    f = await _form(request)
+@form_post
+def sign_out_post(request: Request, f: dict[str, str]) -> Response:
     with committed(request.app.state) as conn:
         _actor_checked(request, conn, f)
         if request.cookies.get(COOKIE):
@@ -120,7 +137,7 @@ def _me(request: Request) -> Any:
         return actor_of(request, conn)
 
 
-async def publish_form(request: Request) -> Response:
+def publish_form(request: Request) -> Response:
     """The form, holding the starter recipe ``lair new`` writes (vLLM in Docker on one node)."""
     from lair.recipe.scaffold import ScaffoldOptions, scaffold
 
@@ -134,8 +151,8 @@ def _form_error(request: Request, ctx: dict[str, Any], exc: RegistryError) -> Re
     return _page(request, "publish.html", ctx | {"me": _me(request), "error": exc}, exc.status)
 
 
-async def publish_post(request: Request) -> Response:
-    f = await _form(request)
+@form_post
+def publish_post(request: Request, f: dict[str, str]) -> Response:
     text, notes = f.get("toml", ""), f.get("notes", "")
     ctx = {"toml": text, "notes": notes, "slug": None}
     try:
@@ -147,7 +164,7 @@ async def publish_post(request: Request) -> Response:
     return _back(f"/recipes/{pub.slug}")
 
 
-async def edit_form(request: Request) -> Response:
+def edit_form(request: Request) -> Response:
     slug = request.path_params["slug"]
     with request.app.state.engine.connect() as conn:
         rec = read.get_recipe(conn, slug)
@@ -159,8 +176,9 @@ async def edit_form(request: Request) -> Response:
     )
 
 
-async def edit_post(request: Request) -> Response:
-    slug, f = request.path_params["slug"], await _form(request)
+@form_post
+def edit_post(request: Request, f: dict[str, str]) -> Response:
+    slug = request.path_params["slug"]
     ctx = {"toml": f.get("toml", ""), "notes": f.get("notes", ""), "slug": slug}
     try:
         with committed(request.app.state) as conn:
@@ -171,22 +189,25 @@ async def edit_post(request: Request) -> Response:
     return _back(f"/recipes/{slug}")
 
 
-async def fork_post(request: Request) -> Response:
-    slug, f = request.path_params["slug"], await _form(request)
+@form_post
+def fork_post(request: Request, f: dict[str, str]) -> Response:
+    slug = request.path_params["slug"]
     with committed(request.app.state) as conn:
         pub = community.fork(conn, _actor_checked(request, conn, f), slug)
     return _back(f"/recipes/{pub.slug}")
 
 
-async def vote_post(request: Request) -> Response:
-    slug, f = request.path_params["slug"], await _form(request)
+@form_post
+def vote_post(request: Request, f: dict[str, str]) -> Response:
+    slug = request.path_params["slug"]
     with committed(request.app.state) as conn:
         community.vote(conn, _actor_checked(request, conn, f), slug, f.get("vote") != "off")
     return _back(f"/recipes/{slug}")
 
 
-async def retract_post(request: Request) -> Response:
-    raw, f = request.path_params["id"], await _form(request)
+@form_post
+def retract_post(request: Request, f: dict[str, str]) -> Response:
+    raw = request.path_params["id"]
     if not raw.isdigit() or not 0 < int(raw) < 2**62:
         raise RegistryError(404, "not_found", f"no measurement {raw[:30]!r}")
     with committed(request.app.state) as conn:
@@ -196,17 +217,19 @@ async def retract_post(request: Request) -> Response:
     return _back(back if back.startswith("/recipes/") else "/")
 
 
-async def hide_recipe_post(request: Request) -> Response:
+@form_post
+def hide_recipe_post(request: Request, f: dict[str, str]) -> Response:
     """An admin's "hide this recipe": it leaves search and pages (the API's DELETE shows it again)."""
-    slug, f = request.path_params["slug"], await _form(request)
+    slug = request.path_params["slug"]
     with committed(request.app.state) as conn:
         community.hide_recipe(conn, _actor_checked(request, conn, f), slug, True)
     return _back("/")
 
 
-async def hide_user_post(request: Request) -> Response:
+@form_post
+def hide_user_post(request: Request, f: dict[str, str]) -> Response:
     """An admin's "hide this user": their sign-in and tokens stop working, their recipes disappear."""
-    name, f = request.path_params["name"], await _form(request)
+    name = request.path_params["name"]
     with committed(request.app.state) as conn:
         community.hide_user(conn, _actor_checked(request, conn, f), name, True)
     return _back("/")
@@ -229,17 +252,17 @@ def _tokens_page(
     return _page(request, "account.html", ctx, status)
 
 
-async def account_home(request: Request) -> Response:
+def account_home(request: Request) -> Response:
     with request.app.state.engine.connect() as conn:
         me = actor_of(request, conn)
         return _tokens_page(request, conn, me) if me is not None else _back("/signin")
 
 
-async def token_post(request: Request) -> Response:
+@form_post
+def token_post(request: Request, f: dict[str, str]) -> Response:
     """Create an API token from the account page's form; the page that answers shows it once."""
     from lair.registry.service.accounts import issue_token
 
-    f = await _form(request)
     try:
         with committed(request.app.state) as conn:
             me = _actor_checked(request, conn, f)
@@ -252,10 +275,11 @@ async def token_post(request: Request) -> Response:
             return _tokens_page(request, conn, me, error=exc, status=exc.status)
 
 
-async def token_revoke_post(request: Request) -> Response:
+@form_post
+def token_revoke_post(request: Request, f: dict[str, str]) -> Response:
     from lair.registry.service.accounts import revoke_token
 
-    raw, f = request.path_params["id"], await _form(request)
+    raw = request.path_params["id"]
     if not raw.isdigit() or not 0 < int(raw) < 2**62:
         raise RegistryError(404, "not_found", f"no token {raw[:30]!r}")
     with committed(request.app.state) as conn:
@@ -276,7 +300,7 @@ def side_by_side(a: str, b: str) -> list[tuple[str, str, str]]:
     return rows
 
 
-async def compare(request: Request) -> Response:
+def compare(request: Request) -> Response:
     """Two revisions of a recipe (or a fork against its upstream's latest), unified and side by side."""
     from lair.registry.service.search import parse_int
 

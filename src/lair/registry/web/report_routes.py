@@ -134,12 +134,12 @@ def _report(request: Request) -> tuple[dict[str, Any], str | None]:
         return reports.get_report(conn, rid), ext_or_none
 
 
-async def report_json(request: Request) -> Response:
+def report_json(request: Request) -> Response:
     doc, _ = _report(request)
     return json_response(doc)
 
 
-async def report_page(request: Request) -> Response:
+def report_page(request: Request) -> Response:
     doc, ext = _report(request)
     if ext == "json":
         return json_response(doc)
@@ -150,7 +150,7 @@ async def report_page(request: Request) -> Response:
     return html("report.html", {"r": view})
 
 
-async def report_file(request: Request) -> Response:
+def report_file(request: Request) -> Response:
     rid, name = request.path_params["rid"], request.path_params["path"]
     with request.app.state.engine.connect() as conn:
         body = reports.read_report_file(conn, request.app.state.blobs, rid, name)

@@ -1,4 +1,9 @@
-"""Routes: parse the request, call one service function, render. Every page has a JSON twin."""
+"""Routes: parse the request, call one service function, render. Every page has a JSON twin.
+
+The handlers that read the database or render are plain functions, which Starlette runs on its
+thread pool: a slow one (a search over a large catalogue, an older revision's page drawing its chart,
+llms.txt over every recipe) never holds up the event loop and the requests it serves meanwhile. The
+stored documents are read before any route, in the ASGI front (:mod:`~lair.registry.web.middleware`)."""
 
 from __future__ import annotations
 
@@ -103,7 +108,7 @@ def _list_doc(request: Request, res: search.SearchResult) -> dict[str, Any]:
     return {"ok": True, "items": items, "count": len(items), "next_cursor": res.next_cursor}
 
 
-async def home(request: Request) -> Response:
+def home(request: Request) -> Response:
     res = _search(request)
     q = request.query_params
     ctx: dict[str, Any] = {
@@ -120,7 +125,7 @@ async def home(request: Request) -> Response:
     return html("list.html", ctx, cacheable=ctx["me"] is None)
 
 
-async def api_list(request: Request) -> Response:
+def api_list(request: Request) -> Response:
     return json_response(_list_doc(request, _search(request)))
 
 
@@ -132,7 +137,7 @@ def _recipe_export(rec: read.RecipeRecord, slug: str, ext: str) -> Response:
     )
 
 
-async def recipe(request: Request) -> Response:
+def recipe(request: Request) -> Response:
     slug, ext = _split(request.path_params["name"], ("json",))
     with _conn(request) as conn:
         rec = read.get_recipe(conn, slug)
@@ -147,7 +152,7 @@ async def recipe(request: Request) -> Response:
     return html("recipe.html", ctx, modified=rec.updated_at, cacheable=me is None)
 
 
-async def api_recipe(request: Request) -> Response:
+def api_recipe(request: Request) -> Response:
     slug, ext = _split(request.path_params["name"], ("json", "toml", "yaml"))
     if ext is None:
         raise RegistryError(404, "not_found", "name a format", hint=f"/api/v1/recipes/{slug}.json")
@@ -164,7 +169,7 @@ def _get_revision(request: Request, allowed: tuple[str, ...]) -> tuple[read.Reci
         return read.get_revision(conn, request.path_params["slug"], _revision_number(stem)), ext
 
 
-async def revision(request: Request) -> Response:
+def revision(request: Request) -> Response:
     rec, ext = _get_revision(request, ("json",))
     if ext == "json":
         return json_response(revision_document(rec, _base(request)), modified=rec.revision.created_at)
@@ -172,7 +177,7 @@ async def revision(request: Request) -> Response:
     return html("revision.html", ctx, modified=rec.revision.created_at)
 
 
-async def api_revision(request: Request) -> Response:
+def api_revision(request: Request) -> Response:
     rec, ext = _get_revision(request, ("json", "toml", "yaml"))
     if ext in (None, "json"):
         return json_response(revision_document(rec, _base(request)), modified=rec.revision.created_at)
@@ -186,14 +191,14 @@ def _placeholders(request: Request) -> tuple[read.RecipeRecord, Any]:
     return rec, render_with(rec.recipe, given)
 
 
-async def placeholders(request: Request) -> Response:
+def placeholders(request: Request) -> Response:
     rec, out = _placeholders(request)
     submitted = any(k in rec.recipe.placeholders for k in request.query_params)
     ctx = {"p": recipe_page(rec, _base(request)), "r": out, "submitted": submitted}
     return html("placeholders.html", ctx, status=200 if out.ok or not submitted else 422)
 
 
-async def placeholders_json(request: Request) -> Response:
+def placeholders_json(request: Request) -> Response:
     _, out = _placeholders(request)
     if not out.ok:
         raise RegistryError(
@@ -216,12 +221,12 @@ def _fit(request: Request) -> tuple[read.RecipeRecord, dict[str, Any] | None]:
     return rec, fit_for(rec.recipe, q["gpu"], count, context)
 
 
-async def fit(request: Request) -> Response:
+def fit(request: Request) -> Response:
     rec, out = _fit(request)
     return html("fit.html", {"p": recipe_page(rec, _base(request)), "f": out, "q": request.query_params})
 
 
-async def fit_json(request: Request) -> Response:
+def fit_json(request: Request) -> Response:
     _, out = _fit(request)
     if out is None:
         raise RegistryError(422, "invalid", "query parameter gpu: required", hint="e.g. ?gpu=H200&gpus=2")
@@ -238,7 +243,7 @@ def _cost(request: Request) -> tuple[read.RecipeRecord, float, RegistryError | N
         return rec, DEFAULT_PRICE_KWH, exc
 
 
-async def cost(request: Request) -> Response:
+def cost(request: Request) -> Response:
     """The performance section with $/Mtok (energy) at the viewer's price; a bad price is the page
     at the default price with the located error beside the form (422)."""
     rec, price, error = _cost(request)
@@ -246,7 +251,7 @@ async def cost(request: Request) -> Response:
     return html("cost.html", ctx, status=error.status if error else 200)
 
 
-async def cost_json(request: Request) -> Response:
+def cost_json(request: Request) -> Response:
     rec, price, error = _cost(request)
     if error is not None:
         raise error
@@ -282,7 +287,7 @@ async def openapi(request: Request) -> Response:
     return json_response(openapi_document(_base(request) or "/"))  # "/": relative to this document
 
 
-async def llms(request: Request) -> Response:
+def llms(request: Request) -> Response:
     with _conn(request) as conn:
         body = llms_txt(conn, _base(request))
     return text(body, "text/plain; charset=utf-8")

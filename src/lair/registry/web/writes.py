@@ -135,7 +135,7 @@ async def hide_user(request: Request) -> Response:
     return json_response({"ok": True, "name": name, "hidden": hidden}, cacheable=False)
 
 
-async def diff(request: Request) -> Response:
+def diff(request: Request) -> Response:
     from lair.registry.service.search import parse_int
 
     q = request.query_params
@@ -214,7 +214,7 @@ async def sign_in(request: Request) -> Response:
     return resp
 
 
-async def sign_out(request: Request) -> Response:
+def sign_out(request: Request) -> Response:
     from lair.registry.service.accounts import revoke_session
     from lair.registry.web.auth import COOKIE
 
@@ -231,7 +231,7 @@ async def sign_out(request: Request) -> Response:
 __all__ += ["sign_in", "sign_out", "sign_up"]
 
 
-async def tokens(request: Request) -> Response:
+def tokens(request: Request) -> Response:
     from lair.registry.service.accounts import list_tokens
 
     with request.app.state.engine.begin() as conn:
@@ -243,7 +243,7 @@ async def tokens(request: Request) -> Response:
         return json_response({"ok": True, "tokens": list_tokens(conn, actor)}, cacheable=False)
 
 
-async def me(request: Request) -> Response:
+def me(request: Request) -> Response:
     """Who the request's token (or session) acts as: ``lair login`` checks a token with it."""
     from lair.registry.service.accounts import whoami
 
