@@ -87,7 +87,11 @@ class TestNode:
 
 
 def _run(*argv: str, check: bool = True, **kw: Any) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(argv, check=False, capture_output=True, text=True, **kw)
+    """``argv``'s result; a command not installed exits 127 as in a shell (a clean-up goes on)."""
+    try:
+        done = subprocess.run(argv, check=False, capture_output=True, text=True, **kw)
+    except FileNotFoundError:
+        done = subprocess.CompletedProcess(argv, 127, "", f"{argv[0]}: not found: run scripts/host-setup.sh")
     if check and done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
     return done
