@@ -25,10 +25,10 @@ def err(msg: str) -> None:
 
 def prepare(db: str | None, *, seed: bool = True) -> tuple[str, list[str]]:
     """Upgrade the schema; seed the bundled examples when there is no recipe yet; render the stored
-    documents again when an older release's writes left them stale, and those of recipes that have
-    none."""
+    documents again when an older release's writes left them stale, those of recipes that have none,
+    and every recipe's when another release's templates rendered them (``stored.restyle``)."""
     from lair.registry.service.publish import RECIPES, seed_examples
-    from lair.registry.service.stored import documents_stale, refresh_missing, refresh_stale
+    from lair.registry.service.stored import documents_stale, refresh_missing, refresh_stale, restyle
 
     url = connect_url(db or default_url())
     engine = make_engine(url)
@@ -43,6 +43,7 @@ def prepare(db: str | None, *, seed: bool = True) -> tuple[str, list[str]]:
         refresh_stale(engine)
     with engine.begin() as conn:  # recipes stored before migration 0009 get their documents once
         refresh_missing(conn)
+    restyle(engine)  # rendered by another release's templates: every recipe once, then stamped
     engine.dispose()
     return url, added
 

@@ -149,7 +149,7 @@ def serve_process(
 
 
 def db_snapshot(db_url: str) -> dict[str, list[tuple[object, ...]]]:
-    """Every row of every table of the registry's schema, in a stable order."""
+    """Every row of every table of the registry's schema, in a stable order (once no chart is pending)."""
     import sqlalchemy as sa
 
     from lair.registry.db.engine import make_engine
@@ -157,6 +157,7 @@ def db_snapshot(db_url: str) -> dict[str, list[tuple[object, ...]]]:
 
     engine = make_engine(db_url)
     try:
+        _drawn(engine)
         with engine.connect() as conn:
             return {
                 t.name: [tuple(r) for r in conn.execute(sa.select(t).order_by(*t.primary_key.columns))]
@@ -164,6 +165,23 @@ def db_snapshot(db_url: str) -> dict[str, list[tuple[object, ...]]]:
             }
     finally:
         engine.dispose()
+
+
+def _drawn(engine: object, timeout: float = 120.0) -> None:
+    """Wait until no recipe waits for a chart: every drawer (in any process) rendered what earlier
+    writes left to it, so a snapshot sees no change that is not the next request's."""
+    import sqlalchemy as sa
+
+    assert isinstance(engine, sa.Engine)
+    if not sa.inspect(engine).has_table("chart_pending"):
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        with engine.connect() as conn:
+            if not conn.execute(sa.text("SELECT count(*) FROM chart_pending")).scalar_one():
+                return
+        assert time.monotonic() < deadline, f"charts still pending after {timeout} s"
+        time.sleep(0.05)
 
 
 def unsafe_routes(app: object) -> set[tuple[str, str]]:

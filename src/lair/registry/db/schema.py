@@ -185,10 +185,11 @@ class Vote(Base):
 
 class RegistryVersion(Base):
     """One row: a counter bumped by every write, and when; ``lists`` is bumped by every write that
-    changes what a list or search shows besides vote counts (publish, revision, report, retraction,
-    hiding), ``votes`` by every vote (migration 0009). ``documents`` is bumped with ``n`` by every
-    write of a release that keeps the stored documents; the stored documents are current while it
-    equals ``n`` (migration 0012, :mod:`lair.registry.service.stored`)."""
+        changes what a list or search shows besides vote counts (publish, revision, report, retraction,
+        hiding), ``votes`` by every vote (migration 0009). ``documents`` is bumped with ``n`` by every
+        write of a release that keeps the stored documents; the stored documents are current while it
+        equals ``n`` (migration 0012, :mod:`lair.registry.service.stored`), and ``renderer`` names the
+    templates and view code they were rendered with (migration 0015)."""
 
     __tablename__ = "registry_version"
 
@@ -198,6 +199,7 @@ class RegistryVersion(Base):
     lists: Mapped[int] = mapped_column(BigInteger, default=0)
     votes: Mapped[int] = mapped_column(BigInteger, default=0)
     documents: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    renderer: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class RecipeDocument(Base):

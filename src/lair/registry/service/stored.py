@@ -33,6 +33,7 @@ stored document and a fresh render are the same bytes (the property test compare
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import logging
@@ -41,6 +42,7 @@ import time
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, cast
 
 import orjson
@@ -63,6 +65,8 @@ __all__ = [
     "refresh_missing",
     "refresh_stale",
     "render_documents",
+    "renderer",
+    "restyle",
     "user_recipes",
     "with_base",
 ]
@@ -204,8 +208,10 @@ _HOLD = sa.update(VERSION).where(VERSION.c.id == 1).values(documents=VERSION.c.d
 _STAMP_CURRENT = (
     sa.update(VERSION)
     .where(VERSION.c.id == 1, VERSION.c.n - VERSION.c.documents == sa.bindparam("gap"))
-    .values(documents=VERSION.c.n, lists=VERSION.c.lists + 1)
+    .values(documents=VERSION.c.n, lists=VERSION.c.lists + 1, renderer=sa.bindparam("r"))
 )
+_RENDERER = sa.select(VERSION.c.renderer).where(VERSION.c.id == 1)
+_SET_RENDERER = sa.update(VERSION).where(VERSION.c.id == 1).values(renderer=sa.bindparam("r"))
 _ELECTION = 0x1A12D0C5
 """The PostgreSQL advisory lock the refresh of one process holds: one refresh per database."""
 CHECK_EVERY = 50
@@ -274,7 +280,63 @@ def _render_all(engine: Engine, gap: int, stop: threading.Event | None) -> bool:
 def _stamp_current(engine: Engine, gap: int) -> bool:
     """``documents = n`` unless an older release wrote since the gap was read."""
     with engine.begin() as conn:
-        return bool(conn.execute(_STAMP_CURRENT, {"gap": gap}).rowcount)
+        return bool(conn.execute(_STAMP_CURRENT, {"gap": gap, "r": renderer()}).rowcount)
+
+
+RENDERED_BY = (
+    "registry/web/templates",
+    "registry/web/render.py",
+    "registry/service/page.py",
+    "registry/service/document.py",
+    "registry/service/chart.py",
+    "registry/service/markdown.py",
+    "registry/service/timefmt.py",
+)
+"""What shapes a stored document's bytes besides the data (below ``lair/``): the templates and the
+view code of the page and the JSON document."""
+
+
+def fingerprint(root: Path, version: str) -> str:
+    """sha256 of ``version`` and every file of :data:`RENDERED_BY` under ``root`` (names and bytes)."""
+    h = hashlib.sha256(version.encode() + b"\0")
+    for rel in RENDERED_BY:
+        top = root / rel
+        files = sorted(f for f in top.rglob("*") if f.is_file()) if top.is_dir() else [top]
+        for f in files:
+            if "__pycache__" not in f.parts:
+                h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+@functools.cache
+def renderer() -> str:
+    """This release's :func:`fingerprint`: what ``registry_version.renderer`` holds once every stored
+    document was rendered by it (migration 0015)."""
+    import lair
+
+    return fingerprint(Path(lair.__file__).parent, lair.__version__)
+
+
+def restyle(engine: Engine) -> int:
+    """Render every recipe's documents again when another release's templates rendered them (the
+    stamp ``renderer`` differs from :func:`renderer`; NULL: a release before migration 0015), then
+    stamp them; the number rendered. ``lair serve`` runs it before serving, while the release before
+    may go on serving the rows it rendered; on PostgreSQL one process does it."""
+    mine = renderer()
+    with engine.connect() as conn:
+        if conn.execute(_RENDERER).scalar() == mine:
+            return 0
+        ids = list(conn.execute(sa.select(RECIPES.c.id).order_by(RECIPES.c.id)).scalars())
+    with _elected(engine) as elected:
+        if not elected:
+            return 0
+        for rid in ids:  # none: a new database, stamped at once
+            with engine.begin() as conn:
+                conn.execute(_HOLD)  # the lock a write takes first: one recipe's render at a time
+                refresh_documents(conn, rid)
+        with engine.begin() as conn:
+            conn.execute(_SET_RENDERER, {"r": mine})
+    return len(ids)
 
 
 class Refresher:
