@@ -73,7 +73,7 @@ def store_svgs(conn: Connection, svgs: dict[str, str]) -> None:
 def _pending(chart: Chart, key: str) -> str:
     return (
         f'<p class="{PENDING_CLASS}" data-chart="{key[:16]}">{html.escape(chart.title)}: the chart of'
-        " these rows is being drawn; this page reloads itself in a moment.</p>"
+        " these rows is being drawn; reload the page in a moment.</p>"
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from lair.recipe import Recipe, secret_env_names
-from lair.registry.service.chart import PENDING_CLASS, speed_chart
+from lair.registry.service.chart import speed_chart
 from lair.registry.service.document import api_url
 from lair.registry.service.driver import driver_floor
 from lair.registry.service.energy import DEFAULT_PRICE_KWH, MAX_PRICE_KWH, with_costs
@@ -140,8 +140,7 @@ def _performance(rec: RecipeRecord, price_kwh: float) -> dict[str, Any]:
         "max_spread": round(100 * MAX_SPREAD),
         "notes": rec.recipe.meta.performance_notes,
         "notes_html": render_markdown(rec.recipe.meta.performance_notes),
-        "chart": (chart := speed_chart(rows)),  # rows with their roofline rating
-        "chart_pending": PENDING_CLASS in chart,  # drawn after the write: the page reloads itself
+        "chart": speed_chart(rows),  # rows with their roofline rating
         "quality": rec.quality,
         "max_quality_spread": MAX_QUALITY_SPREAD,
         "needles": [n.model_dump() for n in rec.recipe.meta.needles],
