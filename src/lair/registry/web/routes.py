@@ -1,9 +1,14 @@
 """Routes: parse the request, call one service function, render. Every page has a JSON twin.
 
 The handlers that read the database or render are plain functions, which Starlette runs on its
-thread pool: a slow one (a search over a large catalogue, an older revision's page drawing its chart,
-llms.txt over every recipe) never holds up the event loop and the requests it serves meanwhile. The
-stored documents are read before any route, in the ASGI front (:mod:`~lair.registry.web.middleware`)."""
+thread pool: a slow one (an older revision's page drawing its chart, fit and cost pages, llms.txt over
+every recipe) never holds up the event loop and the requests it serves meanwhile. The stored
+documents are read before any route, in the ASGI front (:mod:`~lair.registry.web.middleware`).
+
+Lists and searches (``home``, ``api_list``) stay on the loop, measured: one indexed statement built
+once per shape, a few milliseconds, and at 10 writes/s with 32 connections the thread pool's hop and
+GIL hand-offs cost more than they save (filtered search 1,819 and 2,486 req/s, p99 101 and 80 ms, on
+the pool; 3,613 req/s, p99 38.9 ms, on the loop; one machine, one file, 15 s each)."""
 
 from __future__ import annotations
 
@@ -108,7 +113,7 @@ def _list_doc(request: Request, res: search.SearchResult) -> dict[str, Any]:
     return {"ok": True, "items": items, "count": len(items), "next_cursor": res.next_cursor}
 
 
-def home(request: Request) -> Response:
+async def home(request: Request) -> Response:
     res = _search(request)
     q = request.query_params
     ctx: dict[str, Any] = {
@@ -125,7 +130,7 @@ def home(request: Request) -> Response:
     return html("list.html", ctx, cacheable=ctx["me"] is None)
 
 
-def api_list(request: Request) -> Response:
+async def api_list(request: Request) -> Response:
     return json_response(_list_doc(request, _search(request)))
 
 
