@@ -205,8 +205,7 @@ def unsafe_routes(app: object) -> set[tuple[str, str]]:
 def charts_drawn(app: object, timeout: float = 120.0) -> None:
     """Wait until the chart drawer of ``app`` (what ``create_app`` returns) drew what the writes so far
     left to it: the stored pages hold their charts inline again."""
-    drawer = app.app.state.drawer  # type: ignore[attr-defined]
-    assert drawer is None or drawer.idle(timeout), f"the chart drawer was still busy after {timeout} s"
+    _drawn(app.app.state.engine, timeout)  # type: ignore[attr-defined]
 
 
 def rendered(conn: object, slug: str) -> None:

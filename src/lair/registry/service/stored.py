@@ -320,23 +320,20 @@ def renderer() -> str:
 def restyle(engine: Engine) -> int:
     """Render every recipe's documents again when another release's templates rendered them (the
     stamp ``renderer`` differs from :func:`renderer`; NULL: a release before migration 0015), then
-    stamp them; the number rendered. ``lair serve`` runs it before serving, while the release before
-    may go on serving the rows it rendered; on PostgreSQL one process does it."""
+    stamp them; the number of recipes rendered. ``lair serve`` runs it before serving, while the
+    release before may go on serving the rows it rendered; on PostgreSQL one process does it. The
+    pass is :func:`refresh_stale`'s, and stops (no stamp) when an older release's write moves the gap."""
     mine = renderer()
     with engine.connect() as conn:
         if conn.execute(_RENDERER).scalar() == mine:
             return 0
-        ids = list(conn.execute(sa.select(RECIPES.c.id).order_by(RECIPES.c.id)).scalars())
+        gap, count = _gap(conn), conn.execute(sa.select(sa.func.count()).select_from(RECIPES)).scalar_one()
     with _elected(engine) as elected:
-        if not elected:
+        if not (elected and _render_all(engine, gap, None)):
             return 0
-        for rid in ids:  # none: a new database, stamped at once
-            with engine.begin() as conn:
-                conn.execute(_HOLD)  # the lock a write takes first: one recipe's render at a time
-                refresh_documents(conn, rid)
         with engine.begin() as conn:
             conn.execute(_SET_RENDERER, {"r": mine})
-    return len(ids)
+    return int(count)
 
 
 class Refresher:
