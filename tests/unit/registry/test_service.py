@@ -150,6 +150,8 @@ def test_full_text_search_matches_words_and_prefixes(engine: Engine) -> None:
     zebra = sorted(f"r-{i}" for i in range(10) if i % 5 == 0)
     assert sorted(_search(engine, q="zebra")) == zebra
     assert sorted(_search(engine, q="zeb")) == zebra
+    assert sorted(_search(engine, q="recipe zeb")) == zebra  # the last word, the one being typed
+    assert _search(engine, q="zeb recipe") == []  # the words before it are whole words
     seed = tomllib.loads(SEED_000.read_text())["meta"]["slug"]
     assert _search(engine, q="engram") == [seed]  # summary
     assert _search(engine, q="bit deterministic") == [seed]  # notes

@@ -151,10 +151,15 @@ def _words(q: str) -> list[str]:
 
 
 def _match(dialect: str, words: list[str]) -> str:
-    """The full-text query of ``words`` (FTS5 MATCH, or to_tsquery's text): every word, as a prefix."""
+    """The full-text query of ``words`` (FTS5 MATCH, or to_tsquery's text): every word, the last one
+    also as a prefix (the word being typed: "vllm h2" finds h200), the others whole, as Meilisearch
+    and Algolia's ``prefixLast`` do. A short word as a prefix merges the index entries of every term
+    it begins ("1" begins every id from 1 to 19999): at 100k recipes, making every word a prefix
+    put the median text search at 7.6 ms in the query alone, the last one only at 2.8 ms."""
+    last = len(words) - 1
     if dialect == "sqlite":
-        return " AND ".join('"' + w.replace('"', "") + '"*' for w in words)
-    return " & ".join(w.replace("'", "") + ":*" for w in words)
+        return " AND ".join('"' + w + '"' + "*" * (k == last) for k, w in enumerate(words))
+    return " & ".join(w + ":*" * (k == last) for k, w in enumerate(words))
 
 
 def _text(dialect: str, ranked: bool) -> _Text:
