@@ -12,12 +12,13 @@ from collections import OrderedDict
 from typing import Any
 
 from lair.errors import RegistryError
-from lair.recipe import Recipe, export_text, load_text, to_data
+from lair.recipe import CheckResult, Recipe, check_text, export_text, to_data
 from lair.recipe.digest import model_sha256
 
 __all__ = [
     "canonical",
     "check_depth",
+    "check_recipe",
     "model_sha256",
     "parse_recipe",
     "recipe_from_canonical",
@@ -76,21 +77,31 @@ def check_depth(text: str, name: str = "recipe.toml") -> None:
         raise _refused(name, *at, "", f"nested deeper than {MAX_DEPTH} levels")
 
 
-def parse_recipe(text: str, name: str = "recipe.toml", fmt: str = "toml") -> Recipe:
-    """A recipe checked by lair's recipe core; its located errors become a 422 (so does a recipe
-    nested deeper than ``MAX_DEPTH`` or with more than ``MAX_PLACEHOLDERS`` placeholders)."""
-    from lair.errors import RecipeError
-
+def check_recipe(text: str, name: str = "recipe.toml", fmt: str = "toml") -> CheckResult:
+    """lair's recipe checks of ``text`` (its warnings too) with a model; its located errors become a
+    422 (so does a recipe nested deeper than ``MAX_DEPTH`` or with more than ``MAX_PLACEHOLDERS``
+    placeholders). One parse serves every later step of a write (the secret scan's warnings, the
+    facets, the canonical text)."""
     check_depth(text, name)
     try:
-        recipe = load_text(text, name, fmt)
-    except RecipeError as exc:
-        raise RegistryError(422, "invalid_recipe", exc.message, errors=exc.issues) from None
+        result = check_text(text, name, fmt)
     except RecursionError:  # a nesting the scan does not see (YAML flow collections)
         raise _refused(name, 1, 1, "", f"nested deeper than {MAX_DEPTH} levels") from None
-    if len(recipe.placeholders) > MAX_PLACEHOLDERS:
-        count = len(recipe.placeholders)
+    if result.recipe is None or result.errors:
+        from lair.errors import RecipeError
+
+        message = RecipeError(result.errors).message
+        raise RegistryError(422, "invalid_recipe", message, errors=list(result.errors))
+    if len(result.recipe.placeholders) > MAX_PLACEHOLDERS:
+        count = len(result.recipe.placeholders)
         raise _refused(name, 1, 1, "placeholders", f"{count} placeholders (at most {MAX_PLACEHOLDERS})")
+    return result
+
+
+def parse_recipe(text: str, name: str = "recipe.toml", fmt: str = "toml") -> Recipe:
+    """The model of ``check_recipe``."""
+    recipe = check_recipe(text, name, fmt).recipe
+    assert recipe is not None  # check_recipe raised otherwise
     return recipe
 
 

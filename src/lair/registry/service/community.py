@@ -15,12 +15,12 @@ from sqlalchemy import Connection
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from lair.errors import RegistryError
-from lair.recipe import Recipe, check_text, is_secret_name
+from lair.errors import Issue, RegistryError
+from lair.recipe import Recipe, is_secret_name
 from lair.recipe.placeholders import find_refs
 from lair.registry.db.schema import Vote
 from lair.registry.service.accounts import Actor
-from lair.registry.service.canonical import check_depth, parse_recipe
+from lair.registry.service.canonical import check_depth, check_recipe, parse_recipe
 from lair.registry.service.facets import slugify
 from lair.registry.service.permissions import PERMISSIONS, Resource, ensure, need
 from lair.registry.service.publish import (
@@ -70,14 +70,14 @@ def _recipe_row(conn: Connection, slug: str) -> Any:
     return row
 
 
-def _secrets_in(text: str, recipe: Recipe) -> list[str]:
-    """Why the text holds a plain-text value where a secret goes (token formats: ``refuse_secrets``)."""
+def _secrets_in(recipe: Recipe, warnings: list[Issue]) -> list[str]:
+    """Why the recipe holds a plain-text value where a secret goes (token formats:
+    ``refuse_secrets``); ``warnings`` are the recipe checks' own, of the same text."""
     found = [
         f"{k} is a secret written in plain text"
         for k, v in recipe.env.items()
         if is_secret_name(k) and v and not find_refs(v)
     ]
-    warnings = check_text(text, "recipe.toml", "toml").warnings
     found += [
         w.render().splitlines()[0] for w in warnings if w.code == "secret-plaintext" and "env." not in w.path
     ]
@@ -93,27 +93,28 @@ def _checked(text: str, notes: str) -> Recipe:
     # before the recipe checks, whose located errors may quote a value: raw text, parsed values
     # (escapes, continuations), placeholder defaults
     refuse_issues(scan_recipe(text) + scan(notes, "notes"))
-    recipe = parse_recipe(text)
-    leaks = _secrets_in(text, recipe)
+    result = check_recipe(text)  # one parse: its warnings and its model serve the rest of the write
+    assert result.recipe is not None  # check_recipe raised otherwise
+    leaks = _secrets_in(result.recipe, result.warnings)
     if leaks:
         hint = 'use a secret placeholder: {API_KEY} with [placeholders.API_KEY] type = "secret"'
         raise RegistryError(422, "secret", "the recipe contains a secret: " + "; ".join(leaks), hint=hint)
-    return recipe
+    return result.recipe
 
 
 def publish_recipe(conn: Connection, actor: Actor | None, text: str, notes: str = "") -> Published:
     who = ensure(actor, "publish-recipe")
     recipe = _checked(text, notes)
     slug = recipe.meta.slug or slugify(recipe.meta.title or recipe.display_name)
-    return publish(conn, text, owner=who.name, notes=notes or None, slug=slug)
+    return publish(conn, recipe, owner=who.name, notes=notes or None, slug=slug)
 
 
 def revise(conn: Connection, actor: Actor | None, slug: str, text: str, notes: str) -> Published:
     who = need(actor, PERMISSIONS["revise-recipe"].scope)  # 401/403 before the recipe is looked up
     row = _recipe_row(conn, slug)
     ensure(who, "revise-recipe", Resource(owner_id=row.owner_id))
-    _checked(text, notes)
-    return add_revision(conn, slug, text, author=who.name, notes=notes)
+    recipe = _checked(text, notes)
+    return add_revision(conn, slug, recipe, author=who.name, notes=notes)
 
 
 def fork(conn: Connection, actor: Actor | None, slug: str) -> Published:

@@ -186,7 +186,7 @@ def _first_note(recipe: Recipe) -> str:
 
 def publish(
     conn: Connection,
-    text: str,
+    text: str | Recipe,
     *,
     owner: str,
     notes: str | None = None,
@@ -194,8 +194,9 @@ def publish(
     upstream: tuple[int, int] | None = None,
     fmt: str = "toml",
 ) -> Published:
-    """Create a recipe and its revision 1 from recipe text (checked by lair's recipe core)."""
-    recipe = parse_recipe(text, f"recipe.{fmt}", fmt)
+    """Create a recipe and its revision 1 from recipe text (checked by lair's recipe core) or from
+    a model its caller checked."""
+    recipe = text if isinstance(text, Recipe) else parse_recipe(text, f"recipe.{fmt}", fmt)
     slug = slug or recipe.meta.slug or slugify(recipe.meta.title or recipe.display_name)
     if conn.execute(sa.select(RECIPES.c.id).where(RECIPES.c.slug == slug)).first():
         raise RegistryError(409, "conflict", f"a recipe named {slug!r} exists", hint="pick another slug")
@@ -213,9 +214,10 @@ def publish(
     return Published(slug, 1, sha)
 
 
-def add_revision(conn: Connection, slug: str, text: str, *, author: str, notes: str) -> Published:
-    """A new immutable revision of ``slug``; its number is the next one, taken atomically."""
-    recipe = parse_recipe(text)
+def add_revision(conn: Connection, slug: str, text: str | Recipe, *, author: str, notes: str) -> Published:
+    """A new immutable revision of ``slug`` (recipe text, or a model its caller checked); its
+    number is the next one, taken atomically."""
+    recipe = text if isinstance(text, Recipe) else parse_recipe(text)
     stmt = (
         sa.update(RECIPES)
         .where(RECIPES.c.slug == slug)
