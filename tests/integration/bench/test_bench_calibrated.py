@@ -30,9 +30,11 @@ def _stats(url: str) -> list[dict[str, Any]]:
     return data
 
 
-def _served_rate(served: list[dict[str, Any]]) -> float:
+def _served_rate(served: list[dict[str, Any]], first_chunk: int = 1) -> float:
     """Median per-stream decode rate by the server's own record (tokens after the first write)."""
-    return statistics.median((s["tokens"] - 1) / (s["last_write_t"] - s["first_write_t"]) for s in served)
+    return statistics.median(
+        (s["tokens"] - first_chunk) / (s["last_write_t"] - s["first_write_t"]) for s in served
+    )
 
 
 def _bench(url: str, c: int, **kw: Any) -> Any:
@@ -97,8 +99,11 @@ def test_role_first_and_bundled_first_chunk_give_true_numbers(continuous: bool) 
     true_ttft = statistics.median((s["first_write_t"] - s["recv_t"]) * 1000 for s in served)
     assert abs(cell.ttft_ms_p50 - true_ttft) <= 2.0  # the role chunk at 50 ms is not a token
     assert cell.ttft_ms_p50 > 95
-    # (100 - 3) tokens after the first chunk, one chunk of 2 every 20 ms: exactly 100 tok/s
-    assert cell.decode_tok_s_per_stream == pytest.approx(100.0, rel=0.005)
+    # (100 - 3) tokens after the first chunk, one chunk of 2 every 20 ms: 100 tok/s by the schedule.
+    # The client against the server's own record; the server against its schedule, whose deadlines
+    # are absolute, so a first write made late by a loaded host shortens the span after it.
+    assert cell.decode_tok_s_per_stream == pytest.approx(_served_rate(served, first_chunk=3), rel=0.005)
+    assert _served_rate(served, first_chunk=3) == pytest.approx(100.0, rel=0.03)
     span = max(s["last_write_t"] for s in served) - min(s["first_write_t"] for s in served)
     assert cell.decode_tok_s_aggregate == pytest.approx(4 * 97 / span, rel=0.01)
     assert cell.completion_tokens == DECODE
