@@ -203,9 +203,19 @@ def unsafe_routes(app: object) -> set[tuple[str, str]]:
 
 
 def charts_drawn(app: object, timeout: float = 120.0) -> None:
-    """Wait until the chart drawer of ``app`` (what ``create_app`` returns) drew what the writes so far
-    left to it: the stored pages hold their charts inline again."""
-    _drawn(app.app.state.engine, timeout)  # type: ignore[attr-defined]
+    """Wait until the chart drawers drew what the writes so far left to them: the stored pages hold
+    their charts inline again. ``app`` is what ``create_app`` returns, or the database URL of
+    serving processes (their drawers are in other processes)."""
+    if not isinstance(app, str):
+        _drawn(app.app.state.engine, timeout)  # type: ignore[attr-defined]
+        return
+    from lair.registry.db.engine import make_engine
+
+    engine = make_engine(app)
+    try:
+        _drawn(engine, timeout)
+    finally:
+        engine.dispose()
 
 
 def rendered(conn: object, slug: str) -> None:
