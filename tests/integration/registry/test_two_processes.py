@@ -4,9 +4,9 @@ hide), and is read through process B's API and page right after A answered, many
 
 B's response cache is warm before each write. That it really serves from the cache is shown by a
 change made behind the app's back (a row updated without bumping the version row): B keeps serving
-the old page. The next write through A bumps the version row and B serves the new data at once. A page whose chart
-changed shows a placeholder until A's chart drawer has drawn it (a drawing later): a burst may see both,
-each with the new data."""
+the old page. The next write through A bumps the version row and B serves the new data at once.
+A page whose chart changed shows a placeholder until A's chart drawer has drawn it (a drawing
+later): a burst may see both, each with the new data."""
 
 from __future__ import annotations
 
