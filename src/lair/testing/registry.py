@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "PG_ADMIN_URL",
@@ -148,23 +149,31 @@ def serve_process(
             out.close()  # type: ignore[union-attr]
 
 
+@contextmanager
+def _engine(db_url: str) -> Iterator[Any]:
+    """An engine of its own on ``db_url``, disposed after the block."""
+    from lair.registry.db.engine import make_engine
+
+    engine = make_engine(db_url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
 def db_snapshot(db_url: str) -> dict[str, list[tuple[object, ...]]]:
     """Every row of every table of the registry's schema, in a stable order (once no chart is pending)."""
     import sqlalchemy as sa
 
-    from lair.registry.db.engine import make_engine
     from lair.registry.db.schema import Base
 
-    engine = make_engine(db_url)
-    try:
+    with _engine(db_url) as engine:
         _drawn(engine)
         with engine.connect() as conn:
             return {
                 t.name: [tuple(r) for r in conn.execute(sa.select(t).order_by(*t.primary_key.columns))]
                 for t in Base.metadata.sorted_tables
             }
-    finally:
-        engine.dispose()
 
 
 def _drawn(engine: object, timeout: float = 120.0) -> None:
@@ -209,13 +218,8 @@ def charts_drawn(app: object, timeout: float = 120.0) -> None:
     if not isinstance(app, str):
         _drawn(app.app.state.engine, timeout)  # type: ignore[attr-defined]
         return
-    from lair.registry.db.engine import make_engine
-
-    engine = make_engine(app)
-    try:
+    with _engine(app) as engine:
         _drawn(engine, timeout)
-    finally:
-        engine.dispose()
 
 
 def rendered(conn: object, slug: str) -> None:
