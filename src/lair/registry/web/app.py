@@ -33,6 +33,7 @@ from lair.registry.web.cache import ResponseCache, make_versions
 from lair.registry.web.hosts import allowed_hosts as hosts_for
 from lair.registry.web.lists import ChangeLog
 from lair.registry.web.middleware import CacheMiddleware, unavailable_response
+from lair.registry.web.priority import WritePriority
 from lair.registry.web.render import error_response
 
 __all__ = ["create_app", "factory"]
@@ -205,6 +206,7 @@ def create_app(
     app.state.settings = conf
     app.state.limits = RateLimits(conf.redis)
     app.state.changes = changes
+    app.state.priority = WritePriority.of(dialect_of(url))
     app.state.drawer = drawer
     app.state.engine = engine
     app.state.blobs = blob_store(blobs or conf.blobs or None, db_url=url, engine=engine)

@@ -197,6 +197,7 @@ class CacheMiddleware:
         on_stale: Callable[[], None] | None = None,
     ) -> None:
         self.app, self.versions, self.cache, self.on_stale = app, versions, cache, on_stale
+        self.priority = app.state.priority
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and await refuse_host(scope, receive, _SecureSend(send), self.app):
@@ -205,6 +206,8 @@ class CacheMiddleware:
             await self.app(scope, receive, _SecureSend(send) if scope["type"] == "http" else send)
             return
         personal, read = _personal(scope), scope["method"] in ("GET", "HEAD")
+        if read:
+            self.priority.step_aside()  # a write on a thread goes first, for a moment
         if read and (key := stored_key(scope["path"], personal)) is not None:
             doc = await stored_document(self.versions, scope, receive, send, key)
             if doc is False:

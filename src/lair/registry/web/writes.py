@@ -54,8 +54,9 @@ def committed(state: State) -> Iterator[Connection]:
     """The transaction of a write route (``state``: the app's). Once it committed, the recipes
     behind each counter bump it made go to the app's change log, so the cached lists and searches
     they are not on are kept (:mod:`lair.registry.web.lists`); a write that opens its transaction
-    elsewhere is unknown to the log and every cached list renders again after it."""
-    with recording() as notes:
+    elsewhere is unknown to the log and every cached list renders again after it. While it runs the
+    event loop steps aside for it (:mod:`lair.registry.web.priority`)."""
+    with state.priority.writing(), recording() as notes:
         with state.engine.begin() as conn:
             yield conn
         state.changes.add(notes)
