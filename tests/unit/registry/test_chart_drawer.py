@@ -95,3 +95,25 @@ def test_a_drawer_that_starts_takes_up_what_a_stopped_process_left_pending(engin
 
 def _rid_in(conn: sa.Connection) -> int:
     return int(conn.execute(sa.select(RECIPES.c.id).where(RECIPES.c.slug == SLUG)).scalar_one())
+
+
+def test_the_drawers_re_render_goes_first_as_a_routes_write_does(engine: Engine) -> None:
+    """Given the app's write priority, the drawer's transaction counts as a running write while it
+    commits (the event loop steps aside for it as for a route's write)."""
+    from sqlalchemy import event
+
+    from lair.registry.web.priority import WritePriority
+
+    priority = WritePriority(0.02, 0.2)
+    at_commit: list[int] = []
+    drawer = ChartDrawer(engine, writing=priority.writing)
+    assert drawer.start()
+    try:
+        with engine.begin() as conn:
+            publish(conn, LLAMA.read_text(), owner="author")
+        event.listen(engine, "commit", lambda _c: at_commit.append(priority.writes))
+        assert drawer.idle(120)
+        assert _page(engine).count(b'class="chart"') == 1
+    finally:
+        drawer.close()
+    assert at_commit and set(at_commit) == {1} and priority.writes == 0

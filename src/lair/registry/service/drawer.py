@@ -27,6 +27,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import IO, cast
 
 import sqlalchemy as sa
@@ -103,11 +104,19 @@ class _Child:
 
 class ChartDrawer:
     """Draws the charts writes of ``engine`` deferred, one recipe at a time, on a thread of its own;
-    ``on_commit`` gets the change notes of each of its re-renders (the app's change log)."""
+    ``on_commit`` gets the change notes of each of its re-renders (the app's change log), and
+    ``writing`` is entered around each of their transactions (the app's write priority: a re-render
+    holds SQLite's write lock, and a route's write that comes meanwhile waits for it)."""
 
-    def __init__(self, engine: Engine, on_commit: Callable[[list[Note]], None] | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        on_commit: Callable[[list[Note]], None] | None = None,
+        writing: Callable[[], AbstractContextManager[None]] = nullcontext,
+    ) -> None:
         self.engine = engine
         self._on_commit = on_commit
+        self._writing = writing
         self._todo: dict[int, list[Chart]] = {}
         self._cond = threading.Condition()
         self._busy = False
@@ -181,7 +190,7 @@ class ChartDrawer:
 
         unique = {chart_key(c): c for c in charts}
         svgs = {key: self._svg(c) for key, c in unique.items()}
-        with recording() as notes, self.engine.begin() as conn:
+        with self._writing(), recording() as notes, self.engine.begin() as conn:
             store_svgs(conn, svgs)
             conn.execute(_CLEAR, {"rid": recipe_id})
             changed(conn, [recipe_id], lists=False)  # may defer again: rows changed meanwhile

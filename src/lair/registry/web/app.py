@@ -172,7 +172,8 @@ def create_app(
     refresher = Refresher(engine)  # stored documents an older release's writes left stale
     checkpoints = Checkpointer(engine) if dialect_of(url) == "sqlite" else None
     changes = ChangeLog()  # what this process's writes changed: cached lists kept across them
-    drawer = ChartDrawer(engine, changes.add) if conf.charts == "deferred" else None
+    priority = WritePriority.of(dialect_of(url))  # every write of the process goes first (web/priority.py)
+    drawer = ChartDrawer(engine, changes.add, priority.writing) if conf.charts == "deferred" else None
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> Any:
@@ -206,7 +207,7 @@ def create_app(
     app.state.settings = conf
     app.state.limits = RateLimits(conf.redis)
     app.state.changes = changes
-    app.state.priority = WritePriority.of(dialect_of(url))
+    app.state.priority = priority
     app.state.drawer = drawer
     app.state.engine = engine
     app.state.blobs = blob_store(blobs or conf.blobs or None, db_url=url, engine=engine)
