@@ -11,8 +11,13 @@ All of it shares this machine's cores: nginx, wrk, PostgreSQL and both app proce
 how much of the app's share of the machine a second process wins here, not what a second machine
 gives (see docs/deploy.md, "Scaling to N hosts").
 
-Usage: ``python benchmarks/two_hosts.py [--runs 3] [--seconds 8] [--connections 32]`` (root: netns).
-Prints a table and writes ``benchmarks/results/two_hosts.{md,json}``.
+``--host-cores C`` gives each app host a CPU quota of C cores (a cgroup of the ``cpu`` controller,
+v1 or v2, holding all of the host's processes), as a machine of its own would have: a second host then
+brings cores of its own, and nginx, wrk and PostgreSQL keep the rest. Without it the hosts take what
+the machine has.
+
+Usage: ``python benchmarks/two_hosts.py [--runs 3] [--seconds 8] [--connections 32] [--host-cores 0.5]``
+(root: netns, cgroups). Prints a table and writes ``benchmarks/results/two_hosts{,_capped}.{md,json}``.
 """
 
 from __future__ import annotations
@@ -120,10 +125,31 @@ def _run(
     return row
 
 
-def _serve(node: TestNode, db: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def cpu_group(name: str, cores: float) -> Path:
+    """A cgroup whose processes together get at most ``cores`` CPUs (created, or reset, here)."""
+    period = 100_000
+    root = Path("/sys/fs/cgroup")
+    control = root / "cgroup.subtree_control"
+    if control.exists() and "cpu" in control.read_text().split():
+        group = root / name  # cgroup v2
+        group.mkdir(exist_ok=True)
+        (group / "cpu.max").write_text(f"{int(cores * period)} {period}")
+        return group
+    group = root / "cpu" / name  # cgroup v1's cpu controller
+    group.mkdir(exist_ok=True)
+    (group / "cpu.cfs_period_us").write_text(str(period))
+    (group / "cpu.cfs_quota_us").write_text(str(int(cores * period)))
+    return group
+
+
+def _serve(
+    node: TestNode, db: str, env: dict[str, str], log: Path, group: Path | None = None
+) -> subprocess.Popen[bytes]:
     argv = ["nsenter", f"--net={node.netns}", sys.executable, "-m", "lair", "serve", "--db", db]
     argv += ["--host", node.address, "--port", str(PORT), "--workers", "1", "--no-seed"]
     argv += ["--blobs", "s3://lair-reports/blobs", "--allowed-host", "localhost"]
+    if group is not None:  # the shell joins the group first: granian and its workers are born in it
+        argv = ["sh", "-c", f'echo $$ > {group}/cgroup.procs && exec "$@"', "sh", *argv]
     with log.open("ab") as out:
         proc = subprocess.Popen(
             argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
@@ -157,7 +183,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 "one": _nginx(tmp / "one", [f"{nodes.nodes[0].address}:{PORT}"]),
                 "two": _nginx(tmp / "two", [f"{n.address}:{PORT}" for n in nodes.nodes]),
             }
-            apps = [_serve(n, pg.url, s3.env, tmp / f"{n.name}.log") for n in nodes.nodes]
+            groups = [
+                cpu_group(f"lair-bench-{n.name}", args.host_cores) if args.host_cores else None
+                for n in nodes.nodes
+            ]
+            apps = [
+                _serve(n, pg.url, s3.env, tmp / f"{n.name}.log", g)
+                for n, g in zip(nodes.nodes, groups, strict=True)
+            ]
             try:
                 for name, path in PATHS.items():
                     for kind in ("one", "two"):  # warm-up: caches filled, connections open
@@ -189,6 +222,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 for proc, _port in proxies.values():
                     proc.terminate()
                     proc.wait(15)
+                for group in groups:
+                    if group is not None:
+                        group.rmdir()  # empty once its processes are gone
     return {"runs": runs, "median": {n: {k: _median(v) for k, v in r.items()} for n, r in runs.items()}}
 
 
@@ -203,8 +239,13 @@ def render(result: dict[str, Any], args: argparse.Namespace) -> str:
         f"wrk -t2 -c{args.connections} -d{args.seconds}s over https through nginx (1 worker, TLS), "
         f"median of {args.runs} alternating runs; each host a network namespace running "
         "`lair serve --workers 1` over one PostgreSQL and one S3 store; "
-        f"{os.cpu_count()} CPU cores shared by nginx, wrk, PostgreSQL and both apps "
-        f"(load average {result['load_average']['before']:.1f} before the run, "
+        + (
+            f"each host capped at {args.host_cores:g} of a core (cgroup quota), the rest of the "
+            f"{os.cpu_count()} cores shared by nginx, wrk and PostgreSQL "
+            if args.host_cores
+            else f"{os.cpu_count()} CPU cores shared by nginx, wrk, PostgreSQL and both apps "
+        )
+        + f"(load average {result['load_average']['before']:.1f} before the run, "
         f"{result['load_average']['after']:.1f} after: other work on the machine counts too).",
         "",
         "| request | one host req/s | two hosts req/s | ratio | one / two hosts p50 ms | one / two p99 ms "
@@ -234,6 +275,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=8)
     ap.add_argument("--connections", type=int, default=32)
+    ap.add_argument("--host-cores", type=float, default=0.0, help="each app host's CPU quota (0: none)")
     args = ap.parse_args()
     load_before = os.getloadavg()
     result = measure(args)
@@ -241,10 +283,11 @@ def main() -> int:
     table = render(result, args)
     print(table)
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "two_hosts.md").write_text(table)
+    name = "two_hosts_capped" if args.host_cores else "two_hosts"
+    (OUT / f"{name}.md").write_text(table)
     meta = {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version()}
     doc = {"benchmark": "two_hosts", "args": vars(args), "machine": meta} | result
-    (OUT / "two_hosts.json").write_text(json.dumps(doc, indent=2) + "\n")
+    (OUT / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
     return 0
 
 
