@@ -51,20 +51,20 @@ def test_no_write_no_wait() -> None:
 def test_a_short_write_is_waited_for_to_its_end() -> None:
     priority = WritePriority(grace_s=2.0, share_s=2.0)
     start = time.monotonic()
-    writer, _ = _write_for(priority, 0.3)
+    writer, _ = _write_for(priority, 0.6)
     assert priority.writes == 1
     waited = priority.step_aside()
     ended = time.monotonic() - start
     writer.join()
     assert priority.writes == 0
-    assert 0.2 <= waited <= 1.5 and ended >= 0.29  # to the write's end, well before the grace
+    assert 0.3 <= waited <= 1.5 and ended >= 0.59  # to the write's end, well before the grace
 
 
 def test_a_long_write_is_waited_for_only_the_grace() -> None:
     priority = WritePriority(grace_s=0.3, share_s=5.0)
     writer, _ = _write_for(priority, 1.5)
     waited = priority.step_aside()
-    assert 0.15 <= waited <= 0.6  # the grace (from the write's start), not the 1.5 s
+    assert 0.15 <= waited <= 0.9  # the grace (from the write's start), not the 1.5 s
     assert priority.step_aside() == 0.0  # the grace is spent: the loop goes on beside the write
     assert priority.writes == 1
     writer.join()
@@ -78,7 +78,8 @@ def test_a_stream_of_writes_is_waited_for_no_more_than_the_share() -> None:
         total += priority.step_aside()
         writer.join()
     assert time.monotonic() - start < 2.0  # (else the window turned over: the check below is moot)
-    assert 0.45 <= total <= 0.6  # 0.4 for the first, the share's last 0.1 for the second, none after
+    # 0.4 for the first, the share's last 0.1 for the second, none after (without the share: 1.2)
+    assert 0.45 <= total <= 0.75
 
 
 @pytest.fixture
