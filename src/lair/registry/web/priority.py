@@ -16,18 +16,18 @@ each a wake-up of a backend that needs a core of its own. The chart drawer's re-
 (:mod:`lair.registry.service.drawer`) go first too: on SQLite a route's write that comes while one
 holds the write lock waits for it. Measured with ``benchmarks/registry_load.py`` (10k recipes, 32
 connections of recipe JSON, 10 writes/s, every tenth a revision, 20 s; write p99, then the reads'
-p99; the drawer's re-renders in the priority from the third SQLite row on):
+p99; "+ drawer": its re-renders in the priority too, as now):
 
-========== =========================== ============================
-grace      SQLite                      PostgreSQL
-========== =========================== ============================
-none       66.8 ms (reads 7.7 ms)      122.5 ms (reads 13.2 ms)
-10 ms      33.2 ms (reads 8.0 ms)      90.1 ms (reads 16.4 ms)
-10 ms      42.4 ms (reads 9.3 ms)
-20 ms      29.7 ms (reads 9.9 ms)
-40 ms                                  40.5 ms (reads 25.9 ms)
-80 ms                                  34.0 ms (reads 25.5 ms)
-========== =========================== ============================
+================= =========================== ============================
+grace             SQLite                      PostgreSQL
+================= =========================== ============================
+none              66.8 ms (reads 7.7 ms)      122.5 ms (reads 13.2 ms)
+10 ms             33.2 ms (reads 8.0 ms)      90.1 ms (reads 16.4 ms)
+10 ms + drawer    42.4 ms (reads 9.3 ms)
+20 ms + drawer    29.7 ms (reads 9.9 ms)
+40 ms                                         40.5 ms (reads 25.9 ms)
+80 ms                                         34.0 ms (reads 25.5 ms)
+================= =========================== ============================
 
 The reads' throughput was within the runs' spread in every row (SQLite 10,800-12,000 req/s,
 PostgreSQL 6,600-6,800). With 20 ms the page and the filtered search at 10 writes/s gave 28.9 and
