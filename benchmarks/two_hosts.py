@@ -14,9 +14,12 @@ gives (see docs/deploy.md, "Scaling to N hosts").
 ``--host-cores C`` gives each app host a CPU quota of C cores (a cgroup of the ``cpu`` controller,
 v1 or v2, holding all of the host's processes), as a machine of its own would have: a second host then
 brings cores of its own, and nginx, wrk and PostgreSQL keep the rest. Without it the hosts take what
-the machine has.
+the machine has. ``--pin`` puts the shared parts (nginx, wrk, PostgreSQL, the object store: this
+process and its children) on CPU 0 and the app hosts on the other CPUs, so that no host shares a core
+with them either, as on separate machines (with ``--host-cores``, whose quotas then split those CPUs).
 
-Usage: ``python benchmarks/two_hosts.py [--runs 3] [--seconds 8] [--connections 32] [--host-cores 0.5]``
+Usage: ``python benchmarks/two_hosts.py [--runs 3] [--seconds 8] [--connections 32] [--host-cores 0.5]
+[--pin]``
 (root: netns, cgroups). Prints a table and writes ``benchmarks/results/two_hosts{,_capped}.{md,json}``.
 """
 
@@ -142,12 +145,19 @@ def cpu_group(name: str, cores: float) -> Path:
     return group
 
 
+def app_cpus() -> set[int]:
+    """The CPUs of the app hosts under ``--pin``: all but CPU 0, which the shared parts keep."""
+    return set(range(1, os.cpu_count() or 2))
+
+
 def _serve(
-    node: TestNode, db: str, env: dict[str, str], log: Path, group: Path | None = None
+    node: TestNode, db: str, env: dict[str, str], log: Path, group: Path | None = None, pin: bool = False
 ) -> subprocess.Popen[bytes]:
     argv = ["nsenter", f"--net={node.netns}", sys.executable, "-m", "lair", "serve", "--db", db]
     argv += ["--host", node.address, "--port", str(PORT), "--workers", "1", "--no-seed"]
     argv += ["--blobs", "s3://lair-reports/blobs", "--allowed-host", "localhost"]
+    if pin:
+        argv = ["taskset", "-c", ",".join(map(str, sorted(app_cpus()))), *argv]
     if group is not None:  # the shell joins the group first: granian and its workers are born in it
         argv = ["sh", "-c", f'echo $$ > {group}/cgroup.procs && exec "$@"', "sh", *argv]
     with log.open("ab") as out:
@@ -174,6 +184,8 @@ def _nginx(where: Path, upstreams: list[str]) -> tuple[subprocess.Popen[bytes], 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="lair-two-hosts-"))
     runs: dict[str, dict[str, list[dict[str, float]]]] = {p: {"one": [], "two": []} for p in [*PATHS, COLD]}
+    if args.pin:  # before any child starts: PostgreSQL, moto, nginx and wrk inherit CPU 0
+        os.sched_setaffinity(0, {0})
     with NetnsNodes(2) as nodes:
         bridge = f"{nodes.subnet}.1"
         with pg_server(host=bridge) as pg, s3_server(host=bridge) as s3:
@@ -188,7 +200,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 for n in nodes.nodes
             ]
             apps = [
-                _serve(n, pg.url, s3.env, tmp / f"{n.name}.log", g)
+                _serve(n, pg.url, s3.env, tmp / f"{n.name}.log", g, args.pin)
                 for n, g in zip(nodes.nodes, groups, strict=True)
             ]
             try:
@@ -232,6 +244,16 @@ def _median(rows: list[dict[str, float]]) -> dict[str, float]:
     return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
 
 
+def _sharing(args: argparse.Namespace) -> str:
+    cores = os.cpu_count()
+    if not args.host_cores:
+        return f"{cores} CPU cores shared by nginx, wrk, PostgreSQL and both apps "
+    capped = f"each host capped at {args.host_cores:g} of a core (cgroup quota), "
+    if args.pin:
+        return capped + "the hosts on CPUs 1+ and nginx, wrk, PostgreSQL and the object store on CPU 0 "
+    return capped + f"the rest of the {cores} cores shared by nginx, wrk and PostgreSQL "
+
+
 def render(result: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
         "# Two app hosts behind nginx vs one (this machine)",
@@ -239,12 +261,7 @@ def render(result: dict[str, Any], args: argparse.Namespace) -> str:
         f"wrk -t2 -c{args.connections} -d{args.seconds}s over https through nginx (1 worker, TLS), "
         f"median of {args.runs} alternating runs; each host a network namespace running "
         "`lair serve --workers 1` over one PostgreSQL and one S3 store; "
-        + (
-            f"each host capped at {args.host_cores:g} of a core (cgroup quota), the rest of the "
-            f"{os.cpu_count()} cores shared by nginx, wrk and PostgreSQL "
-            if args.host_cores
-            else f"{os.cpu_count()} CPU cores shared by nginx, wrk, PostgreSQL and both apps "
-        )
+        + _sharing(args)
         + f"(load average {result['load_average']['before']:.1f} before the run, "
         f"{result['load_average']['after']:.1f} after: other work on the machine counts too).",
         "",
@@ -276,6 +293,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=8)
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--host-cores", type=float, default=0.0, help="each app host's CPU quota (0: none)")
+    ap.add_argument("--pin", action="store_true", help="app hosts on CPUs 1+, everything else on CPU 0")
     args = ap.parse_args()
     load_before = os.getloadavg()
     result = measure(args)
@@ -283,7 +301,7 @@ def main() -> int:
     table = render(result, args)
     print(table)
     OUT.mkdir(parents=True, exist_ok=True)
-    name = "two_hosts_capped" if args.host_cores else "two_hosts"
+    name = ("two_hosts_pinned" if args.pin else "two_hosts_capped") if args.host_cores else "two_hosts"
     (OUT / f"{name}.md").write_text(table)
     meta = {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version()}
     doc = {"benchmark": "two_hosts", "args": vars(args), "machine": meta} | result

@@ -13,6 +13,7 @@ Writes replace the file atomically (write + rename): a reader never sees half a 
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
@@ -31,6 +32,7 @@ __all__ = ["Journal", "NodeRecord", "RunRecord", "RunState", "list_journals"]
 
 RunState = Literal["starting", "running", "stopping", "stopped", "failed", "stop-failed"]
 ACTIVE: tuple[str, ...] = ("starting", "running", "stopping", "stop-failed")
+STOP_LOCK_POLL_S = 0.05
 
 
 class NodeRecord(BaseModel):
@@ -120,11 +122,26 @@ class Journal:
         """Replace the plan of a run whose nodes became known later (a scheduler's allocation)."""
         self._write("plan.json", plan_json)
 
-    def lock_stop(self) -> int:
-        """Block until this process holds the run's stop lock; returns the fd for :meth:`unlock`."""
+    def try_lock_stop(self) -> int | None:
+        """The run's stop lock if no one holds it (the fd for :meth:`unlock`), else None; never blocks."""
         self.dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.dir / "stop.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return fd
+
+    async def lock_stop(self) -> int:
+        """Wait until this process holds the run's stop lock; returns the fd for :meth:`unlock`.
+
+        It polls without blocking, on the event loop, so a cancellation (Ctrl-C) can only land
+        while the lock is not held: a blocking flock in a worker thread went on to take the lock
+        after the wait for it was cancelled, and nothing released it (the retried stop then waited
+        on its own process forever)."""
+        while (fd := self.try_lock_stop()) is None:
+            await asyncio.sleep(STOP_LOCK_POLL_S)
         return fd
 
     @staticmethod

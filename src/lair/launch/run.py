@@ -113,7 +113,7 @@ async def teardown(s: Session, *, failed: bool) -> list[str]:
 
     Returns the problems met (an unverified stop makes the run ``stop-failed`` and keeps its leases)."""
     s.tearing_down = True
-    fd = await asyncio.to_thread(s.journal.lock_stop)  # one teardown per run at a time
+    fd = await s.journal.lock_stop()  # one teardown per run at a time
     try:
         on_disk = s.journal.load()
         if on_disk.state in ("stopped", "failed"):  # someone else finished it while we waited
