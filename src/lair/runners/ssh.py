@@ -27,9 +27,11 @@ import fcntl
 import re
 import secrets
 import shlex
+import warnings
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Literal, Protocol
 
 from lair.errors import RunnerError
@@ -106,6 +108,17 @@ def _known_hosts_arg(opts: SshOptions) -> Any:
     return str(Path(opts.known_hosts_file or default_known_hosts_file()))
 
 
+def _asyncssh() -> ModuleType:
+    """asyncssh, imported without the warning that cryptography (51 and later) gives when asyncssh
+    names its DSA key types at import: lair neither makes nor accepts DSA keys, and the warning
+    would land on a user's terminal (or fail a test run that makes warnings errors)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="DSA is deprecated")
+        import asyncssh
+
+    return asyncssh
+
+
 def _host_pattern(address: str, port: int) -> str:
     return address if port == 22 else f"[{address}]:{port}"
 
@@ -113,7 +126,7 @@ def _host_pattern(address: str, port: int) -> str:
 def _known(path: Path, address: str, port: int) -> bool:
     """Whether ``path`` has an entry for the node, read by asyncssh itself (hashed ``|1|`` hosts,
     patterns, ``@cert-authority`` and ``@revoked`` lines), so "known" means what its check will use."""
-    import asyncssh
+    asyncssh = _asyncssh()
 
     if not path.exists():
         return False
@@ -151,7 +164,7 @@ class SshRunner(Runner):
             return self._conn
 
     async def _connect(self) -> Any:
-        import asyncssh
+        asyncssh = _asyncssh()
 
         opts = connect_options(self.target, self.options)
         pattern = _host_pattern(self.target.address, self.target.port)
@@ -219,7 +232,7 @@ class SshRunner(Runner):
     async def _exec(
         self, script: str, *, env: Mapping[str, str] | None, stdin: bytes | None, timeout: float | None
     ) -> tuple[int, bytes, bytes]:
-        import asyncssh
+        asyncssh = _asyncssh()
 
         conn = await self.connection()
         async with self._sessions:
@@ -246,7 +259,7 @@ class SshRunner(Runner):
                 proc.close()
 
     async def _open(self, conn: Any, command: str, env: Mapping[str, str] | None) -> Any:
-        import asyncssh
+        asyncssh = _asyncssh()
 
         try:
             return await conn.create_process(command, env=dict(env or {}), encoding=None)
