@@ -17,9 +17,12 @@ brings cores of its own, and nginx, wrk and PostgreSQL keep the rest. Without it
 the machine has. ``--pin`` puts the shared parts (nginx, wrk, PostgreSQL, the object store: this
 process and its children) on CPU 0 and the app hosts on the other CPUs, so that no host shares a core
 with them either, as on separate machines (with ``--host-cores``, whose quotas then split those CPUs).
+``--slugs N`` seeds N recipes (the load benchmark's catalogue) and reads the JSON and the page of one of
+them at random on each request, as a live site is read, instead of one recipe's over and over (where
+the requests in flight together share one database read, which favours the one host).
 
 Usage: ``python benchmarks/two_hosts.py [--runs 3] [--seconds 8] [--connections 32] [--host-cores 0.5]
-[--pin]``
+[--pin] [--slugs 2000]``
 (root: netns, cgroups). Prints a table and writes ``benchmarks/results/two_hosts{,_capped}.{md,json}``.
 """
 
@@ -44,7 +47,7 @@ from lair.testing.nodes import NetnsNodes, TestNode
 from lair.testing.postgres import pg_server
 from lair.testing.registry import free_port, wait_http
 from lair.testing.s3 import s3_server
-from registry_load import run_wrk  # the wrk script runner of the load benchmark, beside this file
+from registry_load import run_wrk, seed  # the load benchmark's wrk runner and catalogue, beside this file
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results"
@@ -111,15 +114,29 @@ def cpu_seconds(groups: list[int]) -> float:
     return total
 
 
+def spread_paths(path: str, slugs: int) -> list[str]:
+    """``path`` (one recipe's JSON or page) for each of the ``slugs`` seeded recipes."""
+    return [path.replace("tiny-cpu", f"bench-{i}") for i in range(slugs)]
+
+
+def wrk_spread(base: str, paths: list[str], seconds: int, connections: int, tmp: Path) -> dict[str, float]:
+    """wrk picking one of ``paths`` at random for each request (the load benchmark's script)."""
+    r = run_wrk(base, paths, seconds, connections, 2, tmp)
+    return {"rps": r["req_s"], "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": float(r["errors"])}
+
+
 def _run(
     url: str,
     args: argparse.Namespace,
     apps: list[int],
     nginx: int,
     cold: tuple[list[str], Path] | None = None,
+    spread: tuple[list[str], Path] | None = None,
 ) -> dict[str, float]:
     before = cpu_seconds(apps), cpu_seconds([nginx])
-    if cold is None:
+    if spread is not None:
+        row = wrk_spread(url, spread[0], args.seconds, args.connections, spread[1])
+    elif cold is None:
         row = wrk(url, args.seconds, args.connections)
     else:
         row = wrk_paths(url, cold[0], args.seconds, args.connections, cold[1])
@@ -190,6 +207,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         bridge = f"{nodes.subnet}.1"
         with pg_server(host=bridge) as pg, s3_server(host=bridge) as s3:
             prepare(pg.url)
+            if args.slugs:
+                seed(pg.url, args.slugs)
             s3.create_bucket("lair-reports")
             proxies = {
                 "one": _nginx(tmp / "one", [f"{nodes.nodes[0].address}:{PORT}"]),
@@ -205,13 +224,20 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             ]
             try:
                 for name, path in PATHS.items():
+                    spread = (spread_paths(path, args.slugs), tmp) if args.slugs else None
                     for kind in ("one", "two"):  # warm-up: caches filled, connections open
-                        wrk(f"https://localhost:{proxies[kind][1]}{path}", 2, args.connections)
+                        base = f"https://localhost:{proxies[kind][1]}"
+                        if spread is None:
+                            wrk(base + path, 2, args.connections)
+                        else:
+                            wrk_spread(base, spread[0], 2, args.connections, tmp)
                     for _ in range(args.runs):
                         for kind in ("one", "two"):
-                            url = f"https://localhost:{proxies[kind][1]}{path}"
-                            pids = [p.pid for p in apps]
-                            runs[name][kind].append(_run(url, args, pids, proxies[kind][0].pid))
+                            base, pids = f"https://localhost:{proxies[kind][1]}", [p.pid for p in apps]
+                            url = base if spread else base + path
+                            runs[name][kind].append(
+                                _run(url, args, pids, proxies[kind][0].pid, spread=spread)
+                            )
                 count = 2 * args.runs + 2  # a slice of the pool per run and warm-up
                 slices = iter(range(count))
                 for kind in ("one", "two"):  # warm-up: the search code paths, on URLs of their own
@@ -271,8 +297,9 @@ def render(result: dict[str, Any], args: argparse.Namespace) -> str:
     ]
     for name, m in result["median"].items():
         one, two = m["one"], m["two"]
+        label = f"{name}, uniform over {args.slugs:,} recipes" if args.slugs and name in PATHS else name
         lines.append(
-            f"| {name} | {one['rps']:,.0f} | {two['rps']:,.0f} | {two['rps'] / one['rps']:.2f}x | "
+            f"| {label} | {one['rps']:,.0f} | {two['rps']:,.0f} | {two['rps'] / one['rps']:.2f}x | "
             f"{one['p50_ms']:.1f} / {two['p50_ms']:.1f} | {one['p99_ms']:.1f} / {two['p99_ms']:.1f} | "
             f"{one['app_cores']:.2f}, {one['nginx_cores']:.2f} | "
             f"{two['app_cores']:.2f}, {two['nginx_cores']:.2f} |"
@@ -293,6 +320,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=8)
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--host-cores", type=float, default=0.0, help="each app host's CPU quota (0: none)")
+    ap.add_argument("--slugs", type=int, default=0, help="JSON and page over N seeded recipes (0: one)")
     ap.add_argument("--pin", action="store_true", help="app hosts on CPUs 1+, everything else on CPU 0")
     args = ap.parse_args()
     load_before = os.getloadavg()
@@ -301,7 +329,10 @@ def main() -> int:
     table = render(result, args)
     print(table)
     OUT.mkdir(parents=True, exist_ok=True)
-    name = ("two_hosts_pinned" if args.pin else "two_hosts_capped") if args.host_cores else "two_hosts"
+    name = "two_hosts"
+    if args.host_cores:  # one file per set-up: runs of other set-ups are kept
+        name += f"_{'pinned' if args.pin else 'capped'}_{args.host_cores:g}"
+    name += "_spread" if args.slugs else ""
     (OUT / f"{name}.md").write_text(table)
     meta = {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version()}
     doc = {"benchmark": "two_hosts", "args": vars(args), "machine": meta} | result
