@@ -23,7 +23,8 @@ the requests in flight together share one database read, which favours the one h
 
 Usage: ``python benchmarks/two_hosts.py [--runs 3] [--seconds 8] [--connections 32] [--host-cores 0.5]
 [--pin] [--slugs 2000]``
-(root: netns, cgroups). Prints a table and writes ``benchmarks/results/two_hosts{,_capped}.{md,json}``.
+(root: netns, cgroups). Prints a table and writes ``two_hosts[_{capped,pinned}_C][_spread].{md,json}``
+under benchmarks/results/, one file per set-up.
 """
 
 from __future__ import annotations
@@ -73,11 +74,14 @@ def cold_paths(run: int, runs: int) -> list[str]:
     return pool[run * size : (run + 1) * size]
 
 
-def wrk_paths(base: str, paths: list[str], seconds: int, connections: int, tmp: Path) -> dict[str, float]:
-    """The load benchmark's wrk over ``paths`` in turn (each thread from its own half: every request a
-    new URL), in this file's row keys."""
-    r = run_wrk(base, paths, seconds, connections, 2, tmp, order="turn")
-    assert r["requests"] < len(paths) // 2, "the run repeated URLs: give it a larger pool"
+def wrk_paths(
+    base: str, paths: list[str], seconds: int, connections: int, tmp: Path, order: str = "turn"
+) -> dict[str, float]:
+    """The load benchmark's wrk over ``paths``, in this file's row keys: in turn (each thread from its
+    own half: every request a new URL), or one at ``random`` for each request."""
+    r = run_wrk(base, paths, seconds, connections, 2, tmp, order=order)
+    if order == "turn":
+        assert r["requests"] < len(paths) // 2, "the run repeated URLs: give it a larger pool"
     return {"rps": r["req_s"], "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": float(r["errors"])}
 
 
@@ -119,12 +123,6 @@ def spread_paths(path: str, slugs: int) -> list[str]:
     return [path.replace("tiny-cpu", f"bench-{i}") for i in range(slugs)]
 
 
-def wrk_spread(base: str, paths: list[str], seconds: int, connections: int, tmp: Path) -> dict[str, float]:
-    """wrk picking one of ``paths`` at random for each request (the load benchmark's script)."""
-    r = run_wrk(base, paths, seconds, connections, 2, tmp)
-    return {"rps": r["req_s"], "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": float(r["errors"])}
-
-
 def _run(
     url: str,
     args: argparse.Namespace,
@@ -135,7 +133,7 @@ def _run(
 ) -> dict[str, float]:
     before = cpu_seconds(apps), cpu_seconds([nginx])
     if spread is not None:
-        row = wrk_spread(url, spread[0], args.seconds, args.connections, spread[1])
+        row = wrk_paths(url, spread[0], args.seconds, args.connections, spread[1], "random")
     elif cold is None:
         row = wrk(url, args.seconds, args.connections)
     else:
@@ -230,7 +228,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                         if spread is None:
                             wrk(base + path, 2, args.connections)
                         else:
-                            wrk_spread(base, spread[0], 2, args.connections, tmp)
+                            wrk_paths(base, spread[0], 2, args.connections, tmp, "random")
                     for _ in range(args.runs):
                         for kind in ("one", "two"):
                             base, pids = f"https://localhost:{proxies[kind][1]}", [p.pid for p in apps]
