@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 
 __all__ = [
     "Checkpointer",
@@ -236,6 +236,14 @@ def migrate(engine: Engine, target: str = "head") -> None:
             command.upgrade(cfg, target)
 
 
+def migrate_on(conn: Connection, target: str) -> None:
+    """Upgrade to ``target`` inside the caller's transaction on ``conn`` (it commits or rolls back
+    the schema with its own writes); an unknown ``target`` raises alembic's ``CommandError``."""
+    from alembic import command
+
+    command.upgrade(_alembic_config(conn), target)
+
+
 def current_revision(engine: Engine) -> str | None:
     from alembic.runtime.migration import MigrationContext
 
@@ -243,4 +251,4 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-__all__ += ["current_revision"]
+__all__ += ["current_revision", "migrate_on"]

@@ -14,8 +14,9 @@ Budgets, counted for every member, skipped ones (directories, refused ones) incl
 - ``MAX_STREAM_BYTES`` decompressed and read (headers, data, padding): gzip is inflated through
   :func:`zlib.decompressobj` with ``max_length``, never more than one buffer ahead, so a gzip bomb
   allocates nothing beyond the budget;
-- ``MAX_EXTENSION_BYTES`` per pax or GNU long-name header; ``MAX_MEMBERS`` members and
-  ``MAX_HEADERS`` headers in all;
+- ``MAX_EXTENSION_BYTES`` per pax or GNU long-name header, ``MAX_EXTENSION_TOTAL`` of them in all,
+  ``MAX_PAX_RECORDS`` records in one pax header; ``MAX_MEMBERS`` members and ``MAX_HEADERS`` headers
+  in all;
 - ``DEADLINE_S`` of wall time for the whole archive.
 
 Refused as well, with the reason: a truncated or corrupt stream (a bad header checksum, an unknown
@@ -39,12 +40,17 @@ __all__ = [
     "DEADLINE_S",
     "MAX_ARCHIVE_BYTES",
     "MAX_EXTENSION_BYTES",
+    "MAX_EXTENSION_TOTAL",
     "MAX_HEADERS",
     "MAX_MEMBERS",
+    "MAX_PAX_RECORDS",
     "MAX_STREAM_BYTES",
     "MAX_UNPACKED_BYTES",
     "Member",
+    "checksum_ok",
     "members",
+    "octal",
+    "pax_records",
     "refuse",
     "unpack",
 ]
@@ -58,6 +64,10 @@ MAX_HEADERS = 4 * MAX_MEMBERS
 """Headers in all: each member's own, plus at most a pax and a long-name header or two."""
 MAX_EXTENSION_BYTES = 64 << 10
 """Largest pax ('x', 'g') or GNU long-name ('L', 'K') header (a path is at most a few KiB)."""
+MAX_PAX_RECORDS = 64
+"""Records of one pax header (a writer puts a dozen: path, size, times, owner, a few xattrs)."""
+MAX_EXTENSION_TOTAL = 1 << 20
+"""pax and GNU long-name header bytes of the whole archive (256 members' long paths fit many times)."""
 MAX_NAME_BYTES = 4096
 MAX_STREAM_BYTES = MAX_UNPACKED_BYTES + MAX_HEADERS * (512 + MAX_EXTENSION_BYTES // 16)
 """Decompressed bytes read in all: the declared data, every header block and the padding."""
@@ -163,7 +173,7 @@ class Member:
     linkname: str = ""
 
 
-def _octal(field: bytes, what: str) -> int:
+def octal(field: bytes, what: str) -> int:
     if field[:1] and field[0] & 0x80:  # GNU base-256: a big-endian number in the remaining bytes
         if field[0] != 0x80:
             raise _corrupt(f"negative {what} in a header")
@@ -176,8 +186,8 @@ def _octal(field: bytes, what: str) -> int:
     return int(digits, 8)
 
 
-def _checksum_ok(block: bytes) -> bool:
-    want = _octal(block[148:156], "checksum")
+def checksum_ok(block: bytes) -> bool:
+    want = octal(block[148:156], "checksum")
     unsigned = sum(block[:148]) + 8 * 0x20 + sum(block[156:])
     signed = unsigned - 2 * sum(b for b in block[:148] + block[156:] if b > 127)
     return want in (unsigned, signed)
@@ -194,11 +204,15 @@ def _text(raw: bytes, what: str) -> str:
         raise _corrupt(f"{what} is not UTF-8: {raw[:80]!r}") from None
 
 
-def _pax(payload: bytes) -> dict[str, bytes]:
-    """pax records ``"<len> <key>=<value>\\n"``, each taken by its length prefix (no regex)."""
+def pax_records(payload: bytes) -> dict[str, bytes]:
+    """pax records ``"<len> <key>=<value>\\n"``, each taken by its length prefix (no regex), in one
+    pass; more than ``MAX_PAX_RECORDS`` of them are refused (each was a dict entry and a copy)."""
     out: dict[str, bytes] = {}
-    pos = 0
-    while pos < len(payload) and payload[pos:].strip(b"\x00"):
+    pos, stop, count = 0, len(payload.rstrip(b"\x00")), 0
+    while pos < stop:
+        count += 1
+        if count > MAX_PAX_RECORDS:
+            raise _too_large(f"pax header of more than {MAX_PAX_RECORDS} records")
         space = payload.find(b" ", pos, pos + 12)
         digits = payload[pos:space] if space > pos else b""
         if not digits.isdigit():
@@ -226,6 +240,7 @@ class _Reader:
         self.stream = _Inflater(data, time.monotonic() + DEADLINE_S)
         self.headers = 0
         self.declared = 0
+        self.extensions = 0
 
     def _block(self) -> bytes | None:
         block = self.stream.read(BLOCK)
@@ -234,7 +249,7 @@ class _Reader:
         self.headers += 1
         if self.headers > MAX_HEADERS:
             raise _too_large(f"more than {MAX_HEADERS} headers in the archive")
-        if not _checksum_ok(block):
+        if not checksum_ok(block):
             raise _corrupt("bad header checksum (not a tar archive)")
         return block
 
@@ -251,22 +266,25 @@ class _Reader:
         return data[:size]
 
     def _extension(self, kind: bytes, size: int) -> bytes:
+        label = "pax" if kind in _PAX else "GNU long-name"
         if size > MAX_EXTENSION_BYTES:
-            label = "pax" if kind in _PAX else "GNU long-name"
             raise _too_large(f"{label} header of {size:,} bytes; the limit is {MAX_EXTENSION_BYTES:,}")
+        self.extensions += size
+        if self.extensions > MAX_EXTENSION_TOTAL:
+            raise _too_large(f"{label} headers over {MAX_EXTENSION_TOTAL >> 10} KiB in all")
         return self._payload(size)
 
     def __iter__(self) -> Iterator[Member]:
         pax: dict[str, bytes] = {}
         long_name = long_link = b""
         while (block := self._block()) is not None:
-            kind, size = block[156:157], _octal(block[124:136], "size")
+            kind, size = block[156:157], octal(block[124:136], "size")
             if kind in _PAX + _GNU_NAME + _GNU_LINK:
                 payload = self._extension(kind, size)
                 if kind == b"x":
-                    pax |= _pax(payload)
+                    pax |= pax_records(payload)
                 elif kind == b"g":
-                    _pax(payload)  # checked, then ignored: it names nothing lair reads
+                    pax_records(payload)  # checked, then ignored: it names nothing lair reads
                 elif kind == _GNU_NAME:
                     long_name = payload.split(b"\x00", 1)[0]
                 else:

@@ -13,15 +13,19 @@ copy is: the copy itself on SQLite, the exported snapshot ``pg_dump --snapshot``
 PostgreSQL. A report's blobs are written before its row commits and never change after, so every
 report in the snapshot has all its blobs in the store when they are read.
 
-``restore`` needs an empty database (no table) of the same kind and a blob store; it checks each
-member's sha256 against the manifest before it writes anything, loads the database, writes the
+``restore`` needs an empty database (no table) of the same kind and a blob store; before it writes
+anything it walks every tar header itself (bounded pax headers; links and other non-regular members
+refused: :mod:`lair.registry.service.tarscan`), checks that the archive holds exactly the members
+the manifest names, every blob key a report file's, and each member's sha256 against the manifest.
+It loads the database (SQLite: the backup API; PostgreSQL: the dump's rows only, into the schema
+lair's own migrations create, never the dump's SQL: :mod:`lair.registry.service.pgload`), writes the
 blobs, compares the restored rows with the manifest's counts, upgrades the schema to this version's
 head (a backup of an older version restores into a newer one) and runs ``ANALYZE``, so the planner
 has statistics from the first query on.
 
 Errors: ``RegistryError`` 422 ``invalid`` (not a backup, a member damaged, a database not empty,
-a backup of the other kind), ``RegistryError`` 500 ``backup_failed`` with the tail of
-``pg_dump``/``pg_restore``'s stderr.
+a backup of the other kind, a link, a dump holding anything but lair's tables and rows),
+``RegistryError`` 500 ``backup_failed`` with the tail of ``pg_dump``'s stderr.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,7 +52,9 @@ from sqlalchemy.engine import make_url
 
 from lair.errors import RegistryError
 from lair.registry.db.engine import connect_url, dialect_of, make_engine, migrate, sqlite_path
-from lair.registry.service.blobs import BlobStore
+from lair.registry.service.blobs import BlobStore, is_key
+from lair.registry.service.pgload import load_pg
+from lair.registry.service.tarscan import Header, walk
 
 __all__ = ["BlobEntry", "Manifest", "backup", "restore"]
 
@@ -169,9 +175,19 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
+@contextlib.contextmanager
+def _private(path: Path) -> Iterator[IO[bytes]]:
+    """``path`` created new with mode 0600 (password hashes and tokens' hashes are inside): a stale
+    one is removed first, so no umask and no earlier file ever leaves it readable by others."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        yield f
+
+
 def backup(db_url: str, store: BlobStore, out: str | Path) -> Manifest:
     """Write the archive of the registry at ``db_url`` and its blobs in ``store`` to ``out``
-    (atomically: a temporary file beside it, renamed when complete)."""
+    (atomically: a temporary file beside it, mode 0600 from its creation, renamed when complete)."""
     url, out = connect_url(db_url), Path(out)
     kind = dialect_of(url)
     with tempfile.TemporaryDirectory(prefix="lair-backup-") as tmp:
@@ -180,7 +196,7 @@ def backup(db_url: str, store: BlobStore, out: str | Path) -> Manifest:
         revision, tables, keys = (_sqlite_copy if kind == "sqlite" else _pg_copy)(url, db_file)
         entries: list[BlobEntry] = []
         part = out.with_name(f".{out.name}.part")
-        with tarfile.open(part, "w:gz", compresslevel=6) as tar:
+        with _private(part) as f, tarfile.open(fileobj=f, mode="w:gz", compresslevel=6) as tar:
             tar.add(db_file, DB_MEMBER[kind])
             for key in keys:
                 data = store.get(key)
@@ -214,13 +230,14 @@ def _read_manifest(tar: tarfile.TarFile, where: str) -> Manifest:
 
 
 @contextlib.contextmanager
-def _members(path: Path) -> Iterator[tuple[Manifest, tarfile.TarFile]]:
+def _members(path: Path) -> Iterator[tuple[Manifest, tarfile.TarFile, list[Header]]]:
+    headers = walk(path, str(path))  # bounded, links refused: before tarfile parses any header
     try:
         tar = tarfile.open(path, "r:gz")  # noqa: SIM115 - closed by the with below
     except (OSError, tarfile.TarError) as exc:
         raise _invalid(str(path), f"cannot be read as .tar.gz ({exc})") from None
     with tar:
-        yield _read_manifest(tar, str(path)), tar
+        yield _read_manifest(tar, str(path)), tar, headers
 
 
 def _member_bytes(tar: tarfile.TarFile, members: dict[str, tarfile.TarInfo], name: str, sha256: str) -> bytes:
@@ -241,6 +258,19 @@ def _blobs(
         yield b.key, _member_bytes(tar, members, f"blobs/{b.key}", b.sha256)
 
 
+def _check_names(m: Manifest, headers: list[Header], where: str) -> None:
+    """Every blob key is a store key, named once, and the archive holds nothing the manifest does
+    not name (a member nothing reads is not what lair wrote)."""
+    keys = [b.key for b in m.blobs]
+    if bad := [k for k in keys if not is_key(k) or not k.startswith("reports/")]:
+        raise _invalid(f"{where}:{MANIFEST}", f"blob keys that are not report file keys: {bad[:5]}")
+    if len(set(keys)) != len(keys):
+        raise _invalid(f"{where}:{MANIFEST}", "a blob key is named twice")
+    expected = {MANIFEST, DB_MEMBER[m.database], *(f"blobs/{k}" for k in keys)}
+    if extra := sorted({h.name for h in headers} - expected):
+        raise _invalid(where, f"members the manifest does not name: {extra[:5]}")
+
+
 def _empty(engine: Engine, where: str) -> None:
     with engine.connect() as conn:
         names = sa.inspect(conn).get_table_names()
@@ -252,7 +282,7 @@ def _empty(engine: Engine, where: str) -> None:
         )
 
 
-def _load_sqlite(url: str, data: bytes, tmp: Path) -> None:
+def _load_sqlite(url: str, engine: Engine, m: Manifest, data: bytes, tmp: Path, where: str) -> None:
     (tmp / "db").write_bytes(data)
     src, dst = sqlite3.connect(tmp / "db"), sqlite3.connect(sqlite_path(url))
     try:
@@ -262,15 +292,13 @@ def _load_sqlite(url: str, data: bytes, tmp: Path) -> None:
         src.close()
 
 
-def _load_pg(url: str, data: bytes, tmp: Path) -> None:
+def _load_pg(url: str, engine: Engine, m: Manifest, data: bytes, tmp: Path, where: str) -> None:
+    """The dump's rows into lair's own schema (:mod:`lair.registry.service.pgload`): nothing of the
+    dump's SQL runs, so a tampered backup cannot run a function or a program."""
     (tmp / "db").write_bytes(data)
-    plain, env = _libpq(url)
-    argv = [_tool("pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error", "--single-transaction"]
-    done = subprocess.run(
-        [*argv, "-d", plain, str(tmp / "db")], env=env, capture_output=True, timeout=3600, check=False
-    )
-    if done.returncode != 0:
-        raise _failed("pg_restore", done)
+    if m.revision is None:
+        raise _invalid(f"{where}:{MANIFEST}", "the manifest names no schema revision")
+    load_pg(engine, tmp / "db", m.revision, _tool("pg_restore"), f"{where}:{DB_MEMBER['postgresql']}")
 
 
 def _restored_counts(engine: Engine, manifest: Manifest, where: str) -> None:
@@ -283,7 +311,7 @@ def _restored_counts(engine: Engine, manifest: Manifest, where: str) -> None:
 
 
 def _analyze(engine: Engine) -> None:
-    """Planner statistics for every table, as they are after the load: ``pg_restore`` writes none
+    """Planner statistics for every table, as they are after the load: the load writes none
     (autovacuum gathers them later, or never where it is off: a filtered search then took 15 ms
     instead of 0.5), and a SQLite copy has only the source's, if any. SQLite's ``PRAGMA optimize``
     would not do: before 3.46 it looks only at the tables this connection has queried."""
@@ -292,12 +320,14 @@ def _analyze(engine: Engine) -> None:
 
 
 def restore(path: str | Path, db_url: str, store: BlobStore) -> Manifest:
-    """Load the archive at ``path`` into the empty database ``db_url`` and the blob store ``store``."""
+    """Load the archive at ``path`` into the empty database ``db_url`` and the blob store ``store``.
+    Every member is checked (its kind, its name, its sha256) before anything is written."""
     url, path = connect_url(db_url), Path(path)
     kind, where = dialect_of(url), str(path)
-    with _members(path) as (manifest, tar):
+    with _members(path) as (manifest, tar, headers):
         if manifest.database != kind:
             raise _invalid(where, f"a backup of a {manifest.database} registry cannot restore into {kind}")
+        _check_names(manifest, headers, where)
         members = {m.name: m for m in tar.getmembers()}
         engine = make_engine(url)
         try:
@@ -306,7 +336,7 @@ def restore(path: str | Path, db_url: str, store: BlobStore) -> Manifest:
             for _blob in _blobs(tar, members, manifest):
                 pass  # every member checked before anything is written
             with tempfile.TemporaryDirectory(prefix="lair-restore-") as tmp:
-                (_load_sqlite if kind == "sqlite" else _load_pg)(url, db, Path(tmp))
+                (_load_sqlite if kind == "sqlite" else _load_pg)(url, engine, manifest, db, Path(tmp), where)
             for key, data in _blobs(tar, members, manifest):
                 store.put(key, data)
             _restored_counts(engine, manifest, where)

@@ -60,6 +60,7 @@ __all__ = [
     "S3BlobStore",
     "S3Settings",
     "blob_store",
+    "is_key",
     "register_blob_store",
     "s3_settings",
 ]
@@ -87,8 +88,13 @@ StoreFactory = Callable[[str, Engine | None], BlobStore]
 _FACTORIES: dict[str, StoreFactory] = {}  # s3 is added below its class
 
 
+def is_key(key: str) -> bool:
+    """Whether ``key`` is a key every store accepts (relative, no ``..``, plain characters)."""
+    return bool(_KEY.fullmatch(key)) and ".." not in key.split("/")
+
+
 def _checked(key: str) -> str:
-    if not _KEY.fullmatch(key) or ".." in key.split("/"):
+    if not is_key(key):
         raise RegistryError(404, "not_found", f"no such file: {key}")
     return key
 
