@@ -111,44 +111,39 @@ def _doc(rows: list[dict[str, object]]) -> dict[str, object]:
     return {"revision": 2, "measurements": rows}
 
 
-def test_rebench_skips_what_this_rig_measured_since_and_prefers_its_own_reports() -> None:
+def test_rebench_skips_what_this_machine_measured_since_and_prefers_its_own_reports() -> None:
     since = datetime(2026, 12, 1, tzinfo=UTC)
-    mine_old = {
-        "id": 1,
-        "revision": 2,
-        "report_id": "a",
-        "rig": "me",
-        "created_at": "2026-11-20T00:00:00+00:00",
-    }
-    other_new = {
-        "id": 2,
-        "revision": 2,
-        "report_id": "b",
-        "rig": "them",
-        "created_at": "2026-12-02T00:00:00+00:00",
-    }
-    mine_new = {
-        "id": 3,
-        "revision": 2,
-        "report_id": "c",
-        "rig": "me",
-        "created_at": "2026-12-03T00:00:00+00:00",
-    }
-    old_rev = {
-        "id": 4,
-        "revision": 1,
-        "report_id": "d",
-        "rig": "me",
-        "created_at": "2026-12-04T00:00:00+00:00",
-    }
-    assert rebench_plan(_doc([mine_old, other_new, old_rev]), "me", since) == (
+
+    def row(i: int, report: str, created: str, revision: int = 2) -> dict[str, object]:
+        return {"id": i, "revision": revision, "report_id": report, "rig": "same-hash", "created_at": created}
+
+    mine_old = row(1, "a", "2026-11-20T00:00:00+00:00")
+    other_new = row(2, "b", "2026-12-02T00:00:00+00:00")
+    mine_new = row(3, "c", "2026-12-03T00:00:00+00:00")
+    old_rev = row(4, "d", "2026-12-04T00:00:00+00:00", revision=1)
+    mine = {"a", "c", "d"}
+    # every row carries the same public rig hash: only this machine's own submissions are "mine"
+    assert rebench_plan(_doc([mine_old, other_new, old_rev]), mine, since) == (
         "a",
         "this rig's newest report",
     )
-    assert rebench_plan(_doc([other_new]), "me", since)[0] == "b"
-    skipped = rebench_plan(_doc([mine_old, mine_new]), "me", since)
+    assert rebench_plan(_doc([other_new]), mine, since) == ("b", "the newest report (another rig's)")
+    skipped = rebench_plan(_doc([mine_old, mine_new]), mine, since)
     assert skipped == (None, "measured on this rig on 2026-12-03")
-    assert rebench_plan(_doc([]), "me", None)[0] is None
+    assert rebench_plan(_doc([]), mine, None)[0] is None
+    # newest, not oldest, among several of another rig's
+    older = row(5, "e", "2026-11-01T00:00:00+00:00")
+    assert rebench_plan(_doc([older, other_new]), set(), None)[0] == "b"
+
+
+def test_rebench_compares_sqlite_naive_times_with_an_aware_since() -> None:
+    """SQLite gives created_at without an offset (UTC): --since 7d used to raise a TypeError."""
+    naive = {"id": 1, "revision": 2, "report_id": "a", "rig": "x", "created_at": "2026-12-05 10:00:00"}
+    assert rebench_plan(_doc([naive]), {"a"}, datetime(2026, 12, 1, tzinfo=UTC)) == (
+        None,
+        "measured on this rig on 2026-12-05",
+    )
+    assert rebench_plan(_doc([naive]), {"a"}, datetime(2026, 12, 6, tzinfo=UTC))[0] == "a"
 
 
 def test_since_takes_dates_times_and_ages() -> None:

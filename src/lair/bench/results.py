@@ -7,9 +7,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lair.errors import BenchError
+from lair.errors import BenchError, ConfigError
 
 __all__ = [
+    "OPTION_LIMITS",
     "SCHEMA_VERSION",
     "BenchOptions",
     "BenchResult",
@@ -19,9 +20,73 @@ __all__ = [
     "ClientCertificate",
     "NeedleResult",
     "RunCertificate",
+    "check_options",
 ]
 
 SCHEMA_VERSION = 1
+
+OPTION_LIMITS: dict[str, tuple[type, float, float]] = {
+    "decode_tokens": (int, 1, 131_072),
+    "repeat": (int, 1, 100),
+    "warmup_requests": (int, 0, 1_000),
+    "idle_gap_s": (float, 0.0, 3_600.0),
+    "request_timeout_s": (float, 0.001, 86_400.0),
+    "read_interval_ms": (float, 0.0, 1_000.0),
+    "scrape_interval_s": (float, 0.01, 300.0),
+    "telemetry_interval_s": (float, 0.01, 60.0),
+    "needle_depth": (float, 0.0, 1.0),
+    "contexts": (int, 1, 10_000_000),
+    "concurrency": (int, 1, 4_096),
+    "max_context": (int, 1, 10_000_000),
+    "seed": (int, 0, 2**63 - 1),
+}
+"""Every numeric bench option's (type, least, most), for each value of a list option. The command
+line and a report's options (``lair reproduce`` / ``rebench`` run a stranger's report again) are
+held to the same limits, in :meth:`BenchOptions.__post_init__`: a published report cannot make a
+reproduction repeat a cell 1e9 times or idle for a day before each cell. The most a limit allows is
+far beyond any real bench (100 repeats, an hour of idle), so it refuses only what no one runs."""
+
+_LIST_LIMIT = 64
+"""At most this many contexts or concurrency levels (cells = contexts x concurrency)."""
+_CHOICES = {"order": ("shuffled", "fixed"), "telemetry": ("auto", "nvml", "nvidia-smi", "none")}
+_FLAGS = ("force_output", "fresh_prompts", "keep_going", "needle")
+
+
+def _number_ok(kind: type, value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return isinstance(value, int) if kind is int else value == value  # NaN is not a number here
+
+
+def _check_value(name: str, value: object) -> None:
+    kind, least, most = OPTION_LIMITS[name]
+    if not _number_ok(kind, value) or not least <= value <= most:  # type: ignore[operator]
+        what = "an integer" if kind is int else "a number"
+        raise ConfigError(
+            f"bench option {name} = {value!r}: must be {what} from {least:g} to {most:g}",
+            hint="the same limits hold on the command line and in a report's options",
+        )
+
+
+def check_options(opts: BenchOptions) -> None:
+    """Raise ConfigError (naming the option) unless every option is within :data:`OPTION_LIMITS`."""
+    for name in OPTION_LIMITS:
+        value = getattr(opts, name)
+        if value is None and name in ("max_context", "seed"):
+            continue
+        values = value if name in ("contexts", "concurrency") else [value]
+        if not isinstance(values, list) or not 0 < len(values) <= _LIST_LIMIT:
+            raise ConfigError(f"bench option {name}: 1 to {_LIST_LIMIT} values, got {value!r}")
+        for v in values:
+            _check_value(name, v)
+    for name, allowed in _CHOICES.items():
+        if getattr(opts, name) not in allowed:
+            raise ConfigError(f"bench option {name} = {getattr(opts, name)!r}: one of {', '.join(allowed)}")
+    for name in _FLAGS:
+        if not isinstance(getattr(opts, name), bool):
+            raise ConfigError(f"bench option {name} = {getattr(opts, name)!r}: true or false")
+
+
 """Version of the ``results.json`` layout; bumped on any incompatible change."""
 
 
@@ -72,6 +137,9 @@ class BenchOptions:
     (chunks in between are stamped at most this late; TTFT and the last chunk keep their exact
     arrival). 0 reads every chunk as it arrives, at about twice the CPU cost."""
     progress: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_options(self)
 
     def pricing(self) -> dict[str, float | None]:
         """The rig's prices as given ({} without an electricity price or a hardware cost)."""

@@ -1,9 +1,12 @@
 """The flow of ``lair reproduce``: a published row, run again on this rig, side by side.
 
     resolve(client, ref)      the row(s) a reference names, their report's options and band
-    pull + prepare            the revision pulled (untrusted), planned: acceptance shown or asked
+    pull                      the revision pulled (untrusted)
+    pin_image, bench_options  their run's digest of the recipe's own image repository (run by
+                              digest, never re-tagged) and their bench options (within the CLI's
+                              limits), both shown before the acceptance
+    prepare                   planned through the consent gate: acceptance shown or asked
     check_fit                 lair fit on the rig's GPUs (skipped for a CPU-only recipe); stops here
-    pin_image                 the exact image digest of their run, tagged as the recipe's image
     launch + bench            lair launch's code path, the row's cells with the report's options
     compare                   theirs, yours, delta %, inside/outside the band (lair.replication)
     submit (--submit)         the report uploaded with ?replicates=ROW: the registry's own verdict
@@ -221,25 +224,21 @@ def _digests(fp: dict[str, Any]) -> list[str]:
 
 
 def pin_image(recipe: Any, theirs: dict[str, Any]) -> str | None:
-    """Their run's image by its digest, tagged locally as the recipe's image so that the launch runs
-    those exact bytes (``docker pull REPO@sha256:...``; ``docker tag``); None when there is nothing
-    to pin (a native recipe, or their report names no digest)."""
-    import subprocess
+    """Their run's image by digest, as the exact reference the launch runs (``REPO@sha256:...``):
+    only a digest of the recipe's own image repository counts (a report's fingerprint never picks
+    which repository is pulled), and nothing is re-tagged; None when there is nothing to pin (a
+    native recipe, or no digest of that repository in their report). The reference is part of what
+    the acceptance shows and binds."""
+    from lair.recipe.images import pinned_reference
 
-    image, digests = recipe.docker_image, _digests(theirs)
-    if not image or not digests or recipe.runtime == "native":
+    image = recipe.docker_image
+    if not image or recipe.runtime == "native":
         return None
-    exact = digests[0]
-    tool = "podman" if recipe.runtime == "podman" else "docker"
-    for argv in ([tool, "pull", exact], [tool, "tag", exact, image]):
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            from lair.errors import LaunchError
-
-            raise LaunchError(
-                f"{' '.join(argv)} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"
-            )
-    return exact
+    for digest in _digests(theirs):
+        pinned = pinned_reference(image, digest)
+        if pinned is not None:
+            return pinned
+    return None
 
 
 def bench_options(targets: list[Theirs], opts: Options) -> Any:
@@ -252,6 +251,7 @@ def bench_options(targets: list[Theirs], opts: Options) -> Any:
     given = {k: v for k, v in targets[0].options.items() if k in _BENCH_KEYS and k in known}
     contexts = sorted({int(t.row["context"]) for t in targets})
     concurrency = sorted({int(t.row["concurrency"]) for t in targets})
+    # held to the command line's limits (lair.bench.OPTION_LIMITS): a ConfigError names the option
     bench = BenchOptions(contexts=contexts, concurrency=concurrency, progress=err, **given)
     bench.power_price_kwh, bench.hardware_cost, bench.hardware_life_years = rig_pricing(opts.rig)
     return bench
@@ -283,34 +283,38 @@ def _engine(fp: dict[str, Any]) -> str:
     )
 
 
-def _prepare(file: Path, opts: Options) -> Any:
-    """``lair plan``'s preparation of the pulled file: an untrusted recipe's requests are shown and
-    accepted (``-y``, or "y" on a terminal), else the TrustError stops the run."""
-    import sys
+def _prepare(file: Path, opts: Options, image: str | None) -> Any:
+    """``lair plan``'s preparation of the pulled file (with their run's image when pinned) through the
+    consent gate: an untrusted recipe's requests are shown and accepted (``-y``, or "y" on a
+    terminal), else the TrustError stops the run before anything of it ran."""
+    from dataclasses import replace
 
-    from lair.errors import TrustError
+    from lair.cli._consent import with_consent
     from lair.launch import Request, prepare
 
-    req = Request(recipe=str(file), rig=opts.rig, accept=opts.accept, values=dict(opts.values))
-    try:
-        prep = prepare(req, lease=False)
-    except TrustError as exc:
-        if opts.accept or not (sys.stdin.isatty() and sys.stderr.isatty()):
-            raise
-        err(exc.message)
-        sys.stderr.write("accept and go on? [y/N] ")
-        sys.stderr.flush()
-        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-            raise
-        req.accept = True
-        prep = prepare(req, lease=False)
+    req = Request(recipe=str(file), rig=opts.rig, accept=opts.accept, values=dict(opts.values), image=image)
+    prep = with_consent(
+        lambda accept: prepare(replace(req, accept=accept), lease=False),
+        accept=opts.accept,
+        command="reproduce",
+        flag="-y",
+    )
     if prep.acceptance is not None:
         a = prep.acceptance
         err(f"untrusted recipe from {a.source}, accepted {a.accepted_at}:")
         for line in [f"{k}: {v}" for k, vs in a.requests.items() for v in vs] or ["(nothing risky)"]:
             err(f"  {line}")
-    req.accept = True  # accepted just now (or trusted): the launch plans the same request
-    return req
+    # the launch finds the acceptance of exactly this content (or the file is trusted): a change
+    # between the prompt and the launch is refused, not accepted on the way
+    return replace(req, accept=False)
+
+
+def _show_run(pinned: str | None, bench: Any) -> None:
+    """What their report decides of this run, before the acceptance: the image and the bench."""
+    if pinned:
+        err(f"image: their run's digest of the recipe's image, {pinned} (what the acceptance binds)")
+    shown = ", ".join(f"{k}={getattr(bench, k)}" for k in _BENCH_KEYS if hasattr(bench, k))
+    err(f"bench options from their report: {shown}")
 
 
 def _run(req: Any, bench: Any, opts: Options) -> tuple[Any, Path]:
@@ -349,12 +353,15 @@ def reproduce(client: Any, ref: RecipeRef, opts: Options) -> Outcome:
     file = where / f"{ref.slug}.toml"
     pull_revision(client, ref.slug, rev, file)
     err(f"pulled {ref.slug} revision {rev} into {file} (untrusted)")
-    req = _prepare(file, opts)
-    recipe = load_recipe(file)
+    recipe = load_recipe(file)  # read, nothing of it runs before the acceptance below
+    theirs_fp = targets[0].fingerprint
+    pinned = pin_image(recipe, theirs_fp)
+    bench = bench_options(targets, opts)
+    _show_run(pinned, bench)
+    req = _prepare(file, opts, pinned)
     out = Outcome(
         ref=str(link), registry=client.creds.url, slug=ref.slug, revision=rev, recipe_file=str(file)
     )
-    theirs_fp = targets[0].fingerprint
     try:
         out.fit = check_fit(file, recipe, targets, opts)
     except FitError as exc:
@@ -362,8 +369,7 @@ def reproduce(client: Any, ref: RecipeRef, opts: Options) -> Outcome:
         out.fit = {"verdict": "does-not-fit", "reasons": [exc.message]}
         raise _Stopped(out, exc) from None
     err(f"fit: {out.fit['verdict']} ({'; '.join(out.fit['reasons']) or 'fits'})")
-    pinned = pin_image(recipe, theirs_fp)
-    result, report = _run(req, bench_options(targets, opts), opts)
+    result, report = _run(req, bench, opts)
     mine_fp = json.loads((report / "fingerprint.json").read_text(encoding="utf-8"))
     out.report = str(report)
     out.engine = {"theirs": _engine(theirs_fp), "yours": _engine(mine_fp)}

@@ -324,9 +324,13 @@ def cmd_push(args: argparse.Namespace) -> int:
 def submit_report(folder: str | Path, client: Any = None, replicates: str | None = None) -> dict[str, Any]:
     """Pack and upload one report folder (``replicates``: as a replication attempt of that row id);
     the server's answer (raises RegistryError when refused)."""
-    from lair.client import pack_report
+    from lair.client import pack_report, submitted
 
-    return dict((client or _client()).submit(pack_report(folder), replicates))
+    client = client or _client()
+    res = dict(client.submit(pack_report(folder), replicates))
+    if res.get("id"):
+        submitted.record(client.creds.url, str(res["id"]))
+    return res
 
 
 def _say_stored(res: dict[str, Any]) -> None:

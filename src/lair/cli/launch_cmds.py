@@ -233,22 +233,20 @@ def _plan_kubernetes(args: argparse.Namespace) -> int:
 
 
 def _with_prompt(args: argparse.Namespace, call: Any) -> Any:
-    """``call(request)``; an untrusted recipe on a terminal is shown and, on "y", accepted."""
-    from lair.errors import TrustError
+    """``call(request)`` through the consent gate (:func:`lair.cli._consent.with_consent`)."""
+    from dataclasses import replace
+
+    from lair.cli._consent import with_consent
 
     req = _request(args)
-    try:
-        return call(req)
-    except TrustError as exc:
-        if req.accept or args.json or not (sys.stdin.isatty() and sys.stderr.isatty()):
-            raise
-        err(exc.message)
-        sys.stderr.write("accept and go on? [y/N] ")
-        sys.stderr.flush()
-        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-            raise
-    req.accept = True
-    return call(req)
+    command = "launch" if args.handler is cmd_launch else "plan"
+    return with_consent(
+        lambda accept: call(replace(req, accept=accept)),
+        accept=req.accept,
+        command=command,
+        flag="--accept",
+        prompt=not args.json,
+    )
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

@@ -85,6 +85,13 @@ def register(sub: Any) -> None:
         "neither this nor --public-url every name is answered and links are relative)",
     )
     p.add_argument(
+        "--forwarded-allow-ips",
+        metavar="IP,NET",
+        help="the reverse proxies (addresses or networks) whose X-Forwarded-For and X-Forwarded-Proto "
+        "name the client and scheme, for the rate limits and cookies; requests from any other peer count "
+        "as that peer (default: LAIR_REGISTRY_FORWARDED_ALLOW_IPS, else none)",
+    )
+    p.add_argument(
         "--no-seed", action="store_true", help="do not seed the bundled examples into an empty database"
     )
     _oauth_flags(p)
@@ -311,4 +318,5 @@ def cmd_serve(args: argparse.Namespace) -> int:
         oauth=_oauth_settings(args),
         blobs=args.blobs,
         allowed_hosts=args.allowed_host,
+        forwarded_allow_ips=args.forwarded_allow_ips,
     )

@@ -191,33 +191,32 @@ def parse_since(text: str, now: Any = None) -> Any:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
-def _rig_id() -> str:
-    from pathlib import Path
+def _created(row: dict[str, Any]) -> Any:
+    """A row's ``created_at`` as an aware datetime (SQLite gives naive UTC times)."""
+    from datetime import UTC, datetime
 
-    from lair.registry.service.verify import rig_fingerprint
-    from lair.report.fingerprint import fingerprint
-
-    return rig_fingerprint(fingerprint(Path.cwd()))
+    when = datetime.fromisoformat(str(row["created_at"]))
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
-def rebench_plan(doc: dict[str, Any], rig: str, since: Any) -> tuple[str | None, str]:
-    """(the report id to reproduce, why) for one revision's document; None: skip (this rig measured
-    it since ``since``), or nothing to re-run (no report yet)."""
-    from datetime import datetime
-
+def rebench_plan(doc: dict[str, Any], mine: set[str], since: Any) -> tuple[str | None, str]:
+    """(the report id to reproduce, why) for one revision's document; None: skip (this machine
+    measured it since ``since``), or nothing to re-run (no report yet). ``mine``: the report ids this
+    machine submitted (:mod:`lair.client.submitted`), never a row's public rig hash, which anyone
+    can copy into a forged report."""
     rows = [m for m in doc.get("measurements") or [] if m.get("report_id") and not m.get("retracted")]
     rows = [m for m in rows if m["revision"] == doc["revision"]]
-    mine = [m for m in rows if m.get("rig") == rig]
-    fresh = [m for m in mine if since is not None and datetime.fromisoformat(m["created_at"]) >= since]
+    own = [m for m in rows if str(m["report_id"]) in mine]
+    fresh = [m for m in own if since is not None and _created(m) >= since]
     if fresh:
-        return None, f"measured on this rig on {max(m['created_at'] for m in fresh)[:10]}"
-    pool = mine or rows
+        return None, f"measured on this rig on {max(_created(m) for m in fresh).date().isoformat()}"
+    pool = own or rows
     if not pool:
         return None, "no report of this revision to re-run (lair launch --bench --submit makes the first)"
-    newest = max(pool, key=lambda m: (m["created_at"], m["id"]))
+    newest = max(pool, key=lambda m: (_created(m), m["id"]))
     return str(
         newest["report_id"]
-    ), "this rig's newest report" if mine else "the newest report (another rig's)"
+    ), "this rig's newest report" if own else "the newest report (another rig's)"
 
 
 def cmd_rebench(args: argparse.Namespace) -> int:
@@ -228,12 +227,15 @@ def cmd_rebench(args: argparse.Namespace) -> int:
     from lair.replication import parse_ref
 
     since = parse_since(args.since) if args.since else None
-    rig, worst, results = _rig_id(), 0, []
+    from lair.client import submitted
+
+    worst, results = 0, []
     for text in args.recipes:
         ref = parse_ref(text)
         client = _client(ref.registry)
         try:
-            report, why = rebench_plan(client.recipe(ref.slug, ref.revision), rig, since)
+            mine = submitted.submitted(client.creds.url)
+            report, why = rebench_plan(client.recipe(ref.slug, ref.revision), mine, since)
             err(f"{text}: {'skipped: ' if report is None else 're-running '}{why}")
             if report is None:
                 results.append({"recipe": text, "skipped": why})

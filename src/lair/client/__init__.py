@@ -16,6 +16,7 @@ Every failure is a :class:`lair.errors.RegistryError` with the server's status, 
 reasons (status 0 when the registry cannot be reached). The client never imports the launcher.
 """
 
+from lair.client import submitted
 from lair.client.api import Client, Credentials, pack_report
 
-__all__ = ["Client", "Credentials", "pack_report"]
+__all__ = ["Client", "Credentials", "pack_report", "submitted"]

@@ -1,6 +1,14 @@
 """From a command line to a plan: the recipe, the rig, the nodes (leased or only looked at), trust.
 
 ``lair plan`` and ``lair launch`` share :func:`prepare`; only launch leases (``lease=True``).
+
+Trust is decided here, once per command: a recipe's file says whether it is the user's own and where
+it came from (:func:`load_source`), and an untrusted one plans only under an acceptance of exactly
+what it asks for. ``Request.accept`` records that acceptance (the command's ``--accept``/``-y``:
+the user saw the requests, or was shown them at the prompt). A command that runs recipes *derived*
+from one it already gated (tune's candidates: the accepted recipe with the user's own knobs) passes
+the base's :class:`Consent` instead: the derived file keeps the base's origin (a copy never becomes
+the user's own), and the base's acceptance covers it for this process only — nothing is stored.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lair.errors import AllocationError, ConfigError
+from lair.recipe.images import same_repository
 
 if TYPE_CHECKING:
     from lair.inventory import Node
@@ -22,7 +31,7 @@ if TYPE_CHECKING:
     from lair.recipe import Recipe
     from lair.rig import Capabilities, Rig
 
-__all__ = ["Prepared", "Request", "local_node", "new_run_id", "prepare", "rendered_recipe"]
+__all__ = ["Consent", "Prepared", "Request", "local_node", "new_run_id", "prepare", "rendered_recipe"]
 
 
 @dataclass
@@ -45,6 +54,21 @@ class Request:
     pull_timeout_s: float = 3600.0
     doctor: bool = True
     """run the doctor's fast checks on the planned nodes before anything is leased (``--no-doctor``)"""
+    derived: Consent | None = None
+    """The recipe is derived from one this command already gated (see the module docstring)."""
+    image: str | None = None
+    """An exact image reference that replaces the recipe's ``docker_image``: the same repository
+    only, pinned by digest (``lair reproduce``'s pin of their run's image); part of what is accepted."""
+
+
+@dataclass(frozen=True)
+class Consent:
+    """The trust one command established for its recipe: whether it is the user's own, where it came
+    from, and the acceptance it was planned under (None for a trusted recipe)."""
+
+    trusted: bool
+    source: str
+    acceptance: Acceptance | None = None
 
 
 @dataclass
@@ -54,6 +78,8 @@ class Prepared:
     nodes: list[Node]
     leased: bool
     acceptance: Acceptance | None = None
+    consent: Consent | None = None
+    """The trust this preparation established (for recipes derived from it: :class:`Consent`)."""
 
 
 def new_run_id(recipe: Recipe, path: str, now: float | None = None) -> str:
@@ -186,13 +212,54 @@ def rendered_recipe(prep: Prepared, req: Request) -> Recipe:
     return render_recipe(prep.recipe, values, where=req.recipe)
 
 
-def _trust(recipe: Recipe, values: dict[str, str], source: str, accept: bool) -> tuple[Any, Any]:
+def _trust(recipe: Recipe, values: dict[str, str], source: str, req: Request) -> tuple[Any, Any]:
     """(acceptance, previous acceptance of the same source) of an untrusted recipe."""
     from lair.launch.trust_store import acceptance_for, previous_acceptance
     from lair.plan.trust import trust_view
 
     view = trust_view(recipe, values)  # what is accepted is the recipe as it will run
-    return acceptance_for(view, source, accept=accept), previous_acceptance(source)
+    if req.derived is not None:
+        return _derived_acceptance(view, source, req.derived), previous_acceptance(source)
+    return acceptance_for(view, source, accept=req.accept), previous_acceptance(source)
+
+
+def _derived_acceptance(view: Recipe, source: str, base: Consent) -> Acceptance | None:
+    """The base's acceptance carried over to a recipe derived from it, in memory only (never
+    stored: the acceptance on disk stays of the content that was shown); None without one."""
+    from lair.plan import Acceptance, fingerprint, requests
+
+    a = base.acceptance
+    if a is None or a.source != source:
+        return None
+    return Acceptance(
+        fingerprint=fingerprint(view), source=source, requests=requests(view), accepted_at=a.accepted_at
+    )
+
+
+def _source(req: Request) -> tuple[Path, bool, str]:
+    """The recipe's file, trust and origin; a derived recipe keeps its base's trust and origin."""
+    if req.derived is None:
+        return load_source(req.recipe)
+    path = Path(req.recipe)
+    if not path.is_file():
+        raise ConfigError(f"no such recipe file: {req.recipe}")
+    return path, req.derived.trusted, req.derived.source
+
+
+def _pinned(recipe: Recipe, image: str | None) -> Recipe:
+    """``recipe`` with ``image`` as its image, refused unless it names the same repository."""
+    if image is None:
+        return recipe
+    if (
+        recipe.runtime == "native"
+        or not recipe.docker_image
+        or not same_repository(recipe.docker_image, image)
+    ):
+        raise ConfigError(
+            f"image {image!r} is not of the recipe's image repository ({recipe.docker_image!r})",
+            hint="a pinned image must be the recipe's own image by digest",
+        )
+    return recipe.model_copy(update={"docker_image": image})
 
 
 def prepare(req: Request, *, lease: bool) -> Prepared:
@@ -203,12 +270,12 @@ def prepare(req: Request, *, lease: bool) -> Prepared:
     from lair.recipe import load_recipe
     from lair.rig import load_rig
 
-    path, trusted, source = load_source(req.recipe)
-    recipe = load_recipe(path, RULES)
+    path, trusted, source = _source(req)
+    recipe = _pinned(load_recipe(path, RULES), req.image)
     rig = load_rig(req.rig) if req.rig else None
     values = _values(recipe, rig, req)
     run_id = req.run_id or new_run_id(recipe, str(path))
-    acceptance, previous = (None, None) if trusted else _trust(recipe, values, source, req.accept)
+    acceptance, previous = (None, None) if trusted else _trust(recipe, values, source, req)
     nodes = _nodes(recipe, rig, req, run_id, lease)
     try:
         p = plan(
@@ -232,4 +299,4 @@ def prepare(req: Request, *, lease: bool) -> Prepared:
         if lease:
             release(run_id)
         raise
-    return Prepared(p, recipe, nodes, lease, acceptance)
+    return Prepared(p, recipe, nodes, lease, acceptance, Consent(trusted, source, acceptance))

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from lair.registry.db.engine import connect_url, default_url, make_engine, migrate
+from lair.registry.settings import Settings
 
 __all__ = ["configure_oauth", "host_names", "prepare", "serve"]
 
@@ -110,6 +111,7 @@ def serve(
     oauth: dict[str, str] | None = None,
     blobs: str | None = None,
     allowed_hosts: Sequence[str] = (),
+    forwarded_allow_ips: str | None = None,
 ) -> int:
     from granian import Granian
     from granian.constants import Interfaces
@@ -136,6 +138,9 @@ def serve(
         os.environ["LAIR_REGISTRY_BLOBS"] = blobs
     if names:
         os.environ["LAIR_REGISTRY_ALLOWED_HOSTS"] = ",".join(names)
+    if forwarded_allow_ips is not None:
+        os.environ["LAIR_REGISTRY_FORWARDED_ALLOW_IPS"] = forwarded_allow_ips
+    Settings.from_env()  # a bad setting stops here, not in every worker
     err(
         f"serving {url.split('@')[-1]} on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})"
         + (f"; sign-in with {', '.join(providers)}" if providers else "")

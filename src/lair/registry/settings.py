@@ -41,10 +41,22 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("redis", "LAIR_REGISTRY_REDIS", "", "Redis URL for the rate limits several processes share"),
     Setting("write_limit", "LAIR_REGISTRY_WRITE_LIMIT", "60/minute", "writes per account (limits syntax)"),
     Setting(
+        "forwarded_allow_ips",
+        "LAIR_REGISTRY_FORWARDED_ALLOW_IPS",
+        "",
+        "proxies (addresses, networks) whose X-Forwarded-For/-Proto name the client; empty: none",
+    ),
+    Setting(
         "charts",
         "LAIR_REGISTRY_CHARTS",
         "deferred",
         "speed charts drawn after the write by a drawer process (deferred) or inside it (inline)",
+    ),
+    Setting(
+        "new_account_days",
+        "LAIR_REGISTRY_NEW_ACCOUNT_DAYS",
+        "7",
+        "an account younger than this many days, or with nothing filed before, is shown as new on its reports",
     ),
 )
 """Every setting, in the order ``lair serve --help`` and docs/registry.md describe them."""
@@ -75,6 +87,40 @@ def _choice(raw: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
     return raw[name]
 
 
+def _proxies(text: str) -> tuple[str, ...]:
+    """The trusted proxies: each an IP address or network (``10.0.0.0/24``); ``*`` is refused
+    (every client could then name any address and spread its attempts over as many limits)."""
+    import ipaddress
+
+    from lair.errors import ConfigError
+
+    out = tuple(p.strip() for p in text.split(",") if p.strip())
+    for p in out:
+        try:
+            ipaddress.ip_network(p, strict=False)
+        except ValueError:
+            raise ConfigError(
+                f"LAIR_REGISTRY_FORWARDED_ALLOW_IPS: {p!r} is not an IP address or network",
+                hint="the proxy's own address as the app host sees it, e.g. 127.0.0.1 or 10.0.0.5",
+            ) from None
+    return out
+
+
+def _days(raw: Mapping[str, str]) -> float:
+    from lair.errors import ConfigError
+
+    try:
+        days = float(raw["new_account_days"])
+    except ValueError:
+        days = -1.0
+    if not 0 <= days < 1e6:
+        raise ConfigError(
+            f"LAIR_REGISTRY_NEW_ACCOUNT_DAYS: {raw['new_account_days']!r} is not a number of days",
+            hint="0 or more, e.g. 7 (0: only an account with nothing filed before is new)",
+        )
+    return days
+
+
 @dataclass(frozen=True)
 class Settings:
     """The values of :data:`SETTINGS` (``environ``: the snapshot they were read from)."""
@@ -87,6 +133,8 @@ class Settings:
     redis: str = ""
     write_limit: str = "60/minute"
     charts: str = "deferred"
+    new_account_days: float = 7.0
+    forwarded_allow_ips: tuple[str, ...] = ()
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -103,5 +151,7 @@ class Settings:
             redis=raw["redis"],
             write_limit=raw["write_limit"],
             charts=_choice(raw, "charts", CHART_MODES),
+            new_account_days=_days(raw),
+            forwarded_allow_ips=_proxies(raw["forwarded_allow_ips"]),
             environ=env,
         )

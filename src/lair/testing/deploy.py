@@ -74,23 +74,49 @@ http {{
     return where / "nginx.conf"
 
 
-def redis_server(host: str, where: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``redis-server`` on ``host`` and a free port, nothing saved to disk; (process, its URL)."""
+def redis_server(
+    host: str, where: Path, *, password: str | None = None, tls: bool = False
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``redis-server`` on ``host`` and a free port, nothing saved to disk; (process, its URL). With
+    ``password`` it requires it (``requirepass``); with ``tls`` it speaks only TLS, with the
+    certificate of :func:`certificate` (for ``localhost``; the URL is ``rediss://`` and names it as
+    its CA)."""
     port = free_port()
-    argv = ["redis-server", "--bind", host, "--port", str(port), "--save", "", "--appendonly", "no"]
+    argv = ["redis-server", "--bind", host, "--save", "", "--appendonly", "no"]
     argv += ["--protected-mode", "no", "--dir", str(where)]
+    argv += ["--requirepass", password] if password else []
+    if tls:
+        crt, key = certificate(where)
+        argv += [
+            "--port",
+            "0",
+            "--tls-port",
+            str(port),
+            "--tls-cert-file",
+            str(crt),
+            "--tls-key-file",
+            str(key),
+        ]
+        argv += ["--tls-ca-cert-file", str(crt), "--tls-auth-clients", "no"]
+    else:
+        argv += ["--port", str(port)]
     proc = subprocess.Popen(
         argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
+    auth = f":{password}@" if password else ""
+    if tls:
+        url = f"rediss://{auth}localhost:{port}/0?ssl_ca_certs={where / 'registry.crt'}"
+    else:
+        url = f"redis://{auth}{host}:{port}/0"
     import redis
 
     deadline = time.monotonic() + 20
     while True:
         try:
-            redis.Redis(host=host, port=port, socket_timeout=1).ping()
+            redis.Redis.from_url(url, socket_timeout=1).ping()
             break
         except redis.ConnectionError:
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError(f"redis-server on {host}:{port} did not start") from None
             time.sleep(0.05)
-    return proc, f"redis://{host}:{port}/0"
+    return proc, url

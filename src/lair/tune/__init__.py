@@ -25,8 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lair.launch.trust_store import mark_untrusted
 from lair.tune.objective import Constraint, Guard, Objective, parse_constraint, parse_guard, parse_objective
-from lair.tune.runner import Search, TuneOptions, run_search, study_name
+from lair.tune.runner import Search, TuneOptions, gate, run_search, study_name
 from lair.tune.space import UNSET, Param, Space, load_space, parse_params
 
 __all__ = [
@@ -226,10 +227,11 @@ def run_tune(opts: TuneOptions) -> TuneResult:
     from lair.tune.result import pareto, trial_rows, write_winner
 
     t0 = time.monotonic()
+    consent = gate(opts)  # before anything of the recipe runs, or any folder is made
     recipe = load_recipe(opts.recipe)
     name = opts.name or study_name(opts, recipe)
     folder = _folder(opts, name)
-    study, s = run_search(opts, folder, name)
+    study, s = run_search(opts, folder, name, consent)
     rows = trial_rows(study, opts.objectives)
     ok = [r for r in rows if r["outcome"] == "ok"]
     best = ok[0] if ok else None
@@ -252,6 +254,8 @@ def run_tune(opts: TuneOptions) -> TuneResult:
     )
     if best is not None and not best["baseline"]:
         winner = write_winner(opts.recipe, _winner_path(opts), best["knobs"], _stamp(s, name, rows, best))
+        if not consent.trusted:  # a stranger's recipe with your knobs is still theirs
+            mark_untrusted(winner, consent.source)
         result.winner = str(winner)
         s.say(f"winning recipe (trial {best['trial']}): {winner}")
         if opts.confirm:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,11 +32,12 @@ if TYPE_CHECKING:
     import optuna
 
     from lair.launch import LaunchResult
+    from lair.launch.resolve import Consent
     from lair.recipe import Recipe
     from lair.tune.objective import Constraint, Guard, Objective
     from lair.tune.space import Space
 
-__all__ = ["Candidate", "TuneOptions", "run_search", "stop_interrupted", "study_name"]
+__all__ = ["Candidate", "TuneOptions", "gate", "run_search", "stop_interrupted", "study_name"]
 
 Progress = Callable[[str], None]
 _PREFETCH_MAX = 256
@@ -55,6 +58,7 @@ class TuneOptions:
     rig: str | None = None
     values: dict[str, str] = field(default_factory=dict)
     accept: bool = False
+    """Accept what an untrusted starting recipe asks for (stored for that content only)."""
     decode_tokens: int = 64
     repeat: int = 1
     guard_limit: int | None = None
@@ -101,8 +105,11 @@ class Candidate:
 class Search:
     """State of one tune while it runs (see the module docstring)."""
 
-    def __init__(self, opts: TuneOptions, study: optuna.Study, folder: Path, base_text: str) -> None:
+    def __init__(
+        self, opts: TuneOptions, study: optuna.Study, folder: Path, base_text: str, consent: Consent
+    ) -> None:
         self.opts, self.study, self.folder, self.base_text = opts, study, folder, base_text
+        self.consent = consent
         self.t0 = time.monotonic()
         self.durations: list[float] = []
         self.parsed: dict[str, str | None] = {}
@@ -115,17 +122,24 @@ class Search:
         self.current: Candidate | None = None
 
     # ---- candidates ------------------------------------------------------------------------
-    def _tmp(self, tag: str) -> Path:
-        return self.opts.recipe.parent / f".{self.opts.recipe.stem}.tune-{tag}.toml"
+    def _tmp(self, tag: str, text: str) -> Path:
+        """A new file beside the recipe (its relative paths resolve the same) holding ``text``:
+        created exclusively under a random name (``mkstemp``), so nothing planted is followed."""
+        fd, name = tempfile.mkstemp(
+            prefix=f".{self.opts.recipe.stem}.tune-{tag}.", suffix=".toml", dir=self.opts.recipe.parent
+        )
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        return Path(name)
 
     def _plan(self, text: str, tag: str) -> tuple[Any, Any]:
-        """(recipe, plan) of a candidate text; the file lives beside the recipe while planned."""
+        """(recipe, plan) of a candidate text; the file lives beside the recipe while planned. The
+        candidate is derived from the gated start (:func:`gate`): its trust, nothing stored."""
         from lair.launch import Request, prepare
 
-        path = self._tmp(tag)
-        path.write_text(text, encoding="utf-8")
+        path = self._tmp(tag, text)
         try:
-            req = Request(recipe=str(path), rig=self.opts.rig, accept=True, values=self.opts.values)
+            req = Request(recipe=str(path), rig=self.opts.rig, values=self.opts.values, derived=self.consent)
             req.doctor = False
             prep = prepare(req, lease=False)
             return prep.recipe, prep.plan
@@ -265,17 +279,16 @@ class Search:
         return Request(
             recipe=str(path),
             rig=self.opts.rig,
-            accept=self.opts.accept,
             values=self.opts.values,
             run_id=new_run_id(recipe, str(path)),
+            derived=self.consent,
         )
 
     def launch(self, c: Candidate) -> LaunchResult | None:
         """Start the candidate's engine (detached); None when it failed (recorded with its reason)."""
         from lair.launch import launch
 
-        path = self._tmp(f"t{c.number}")
-        path.write_text(c.text, encoding="utf-8")
+        path = self._tmp(f"t{c.number}", c.text)
         req = self._request(path, c.recipe)
         c.started = time.monotonic()
         self.say(f"trial {c.number}: launching {_knobs(c.params)}")
@@ -399,8 +412,7 @@ class Search:
         from lair.report import write_run_report
 
         out = self.folder / "trials" / f"{c.number:04d}"
-        path = self._tmp(f"r{c.number}")
-        path.write_text(c.text, encoding="utf-8")
+        path = self._tmp(f"r{c.number}", c.text)
         try:
             doc = result if result is not None else _no_bench(run_id)
             logs = {"head": _live_log(run_id)}
@@ -530,8 +542,25 @@ def _interrupted(s: Search) -> None:
         record(s.study, c.trial, attrs, None)
 
 
-def run_search(opts: TuneOptions, folder: Path, name: str) -> tuple[optuna.Study, Search]:
+def gate(opts: TuneOptions) -> Consent:
+    """The consent gate of a tune, before anything of the recipe runs (its hooks, its engine, its
+    engine's parser): the starting recipe planned as ``lair plan`` would, an untrusted one accepted
+    (``opts.accept``: stored for exactly that content) or refused with a TrustError. Every candidate
+    is then planned under this consent (:class:`~lair.launch.resolve.Consent`), stored nowhere."""
+    from lair.launch import Request, prepare
+
+    req = Request(recipe=str(opts.recipe), rig=opts.rig, accept=opts.accept, values=opts.values)
+    req.doctor = False
+    consent = prepare(req, lease=False).consent
+    assert consent is not None
+    return consent
+
+
+def run_search(
+    opts: TuneOptions, folder: Path, name: str, consent: Consent | None = None
+) -> tuple[optuna.Study, Search]:
     """Create or resume the study and run trials until the trials, the space or the budget is spent."""
+    consent = consent or gate(opts)
     base_text = opts.recipe.read_text(encoding="utf-8")
     doc = _toml(base_text)
     opts.space = opts.space.with_baseline({p.name: current_value(doc, p.name) for p in opts.space.params})
@@ -546,7 +575,7 @@ def run_search(opts: TuneOptions, folder: Path, name: str) -> tuple[optuna.Study
             hint="pass another --name, or remove that folder",
         )
     study.set_user_attr("spec", spec)
-    s = Search(opts, study, folder, base_text)
+    s = Search(opts, study, folder, base_text, consent)
     stale = stale_to_failed(study)
     if stale:
         s.say(f"resuming study {name}: {stale} interrupted trial(s) marked as such")

@@ -32,6 +32,8 @@ def test_every_setting_comes_from_its_variable() -> None:
         "LAIR_REGISTRY_REDIS": "redis://127.0.0.1:6379/3",
         "LAIR_REGISTRY_WRITE_LIMIT": "5/minute",
         "LAIR_REGISTRY_CHARTS": "inline",
+        "LAIR_REGISTRY_FORWARDED_ALLOW_IPS": "10.0.0.2, 10.0.1.0/24",
+        "LAIR_REGISTRY_NEW_ACCOUNT_DAYS": "7",
     }
     assert {s.env for s in SETTINGS} == set(env)
     conf = Settings.from_env(env)
@@ -47,8 +49,17 @@ def test_every_setting_comes_from_its_variable() -> None:
         "5/minute",
         "inline",
     )
+    assert conf.forwarded_allow_ips == ("10.0.0.2", "10.0.1.0/24")
     assert Settings.from_env({"LAIR_HOME": "/h"}).db == "sqlite:////h/registry/registry.sqlite3"
     assert Settings.from_env({}).write_limit == "60/minute"
+    assert Settings.from_env({}).forwarded_allow_ips == ()
+
+
+@pytest.mark.parametrize("bad", ["*", "nginx.internal", "10.0.0.300"])
+def test_a_trusted_proxy_is_an_address_or_network(bad: str) -> None:
+    """``*`` would let every client name any address (and spread its attempts over as many limits)."""
+    with pytest.raises(ConfigError, match="LAIR_REGISTRY_FORWARDED_ALLOW_IPS"):
+        Settings.from_env({"LAIR_REGISTRY_FORWARDED_ALLOW_IPS": f"127.0.0.1,{bad}"})
 
 
 def test_only_the_settings_table_and_the_entry_point_read_the_environment() -> None:

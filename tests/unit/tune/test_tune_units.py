@@ -15,6 +15,7 @@ from lair.recipe import load_text
 from lair.tune import load_space, parse_constraint, parse_guard, parse_objective, parse_params
 from lair.tune.check import failure_reason, fit_check, parse_check
 from lair.tune.result import pareto, trial_rows, trials_table, write_winner
+from lair.tune.runner import gate
 from lair.tune.space import UNSET, apply, current_value
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -311,7 +312,7 @@ def test_guard_on_an_engine_that_does_not_answer(tmp_path: Path) -> None:
     opts = TuneOptions(ROOT / "examples" / "tiny-cpu" / "recipe.toml", space, [obj])
     opts.guard, opts.guard_limit = parse_guard("lair_arith:10"), 2
     study = open_study(tmp_path, "g", space, ["max"])
-    s = Search(opts, study, tmp_path, TINY)
+    s = Search(opts, study, tmp_path, TINY, gate(opts))
     res = LaunchResult(run_id="r", endpoint=f"http://127.0.0.1:{port}/v1", state="running")
     study.enqueue_trial({"--cache-type-k": UNSET, "--threads": "2"}, user_attrs={"baseline": True})
     start = Candidate(study.ask(), {"--cache-type-k": UNSET, "--threads": "2"}, TINY)

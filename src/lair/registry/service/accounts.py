@@ -67,11 +67,17 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_user(conn: Connection, name: str, password: str | None = None, *, admin: bool = False) -> int:
+def check_name(name: str) -> None:
+    """422 with the field path unless ``name`` is a user name (checked before it is used anywhere,
+    a rate limit's key included: a 200 KiB name is refused, never counted)."""
     if not NAME_RE.fullmatch(name):  # fullmatch: ``$`` alone would let "admin\n" through
         why = "a user name is 1-40 lowercase letters, digits and inner hyphens"
         field = Issue("body", 1, 1, "name", why, code="invalid")
         raise RegistryError(422, "invalid", f"name: {why}", errors=[field])
+
+
+def create_user(conn: Connection, name: str, password: str | None = None, *, admin: bool = False) -> int:
+    check_name(name)
     if password is not None and len(password) < MIN_PASSWORD:
         raise RegistryError(422, "invalid", f"a password has at least {MIN_PASSWORD} characters")
     if conn.execute(sa.select(USERS.c.id).where(USERS.c.name == name)).first():

@@ -216,7 +216,21 @@ def create_app(
     app.state.allowed_hosts = hosts_for(public, names)
     app.state.oauth_providers = [{"name": p.name, "title": p.title} for p in providers.values()]
     size = cache_bytes if cache_bytes is not None else conf.cache_mb << 20
-    return CacheMiddleware(app, versions, ResponseCache(size) if size > 0 else None, refresher.poke)
+    front = CacheMiddleware(app, versions, ResponseCache(size) if size > 0 else None, refresher.poke)
+    return behind_proxies(front, conf.forwarded_allow_ips)
+
+
+def behind_proxies(app: Any, proxies: tuple[str, ...]) -> Any:
+    """``app`` reading the client's address (and scheme) from ``X-Forwarded-For``/``-Proto`` when
+    the peer is one of ``proxies`` (granian's own proxy-headers wrapper: the rightmost address that
+    is not a trusted proxy), else as it is. ``app.app`` stays the Starlette app either way."""
+    if not proxies:
+        return app
+    from granian.utils.proxies import wrap_asgi_with_proxy_headers
+
+    wrapped = wrap_asgi_with_proxy_headers(app, list(proxies))
+    wrapped.app = app.app
+    return wrapped
 
 
 def _oauth(providers: Mapping[str, Provider], public_url: str) -> Any:

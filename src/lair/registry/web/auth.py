@@ -14,12 +14,21 @@
   therefore never carries a token, and a token holder is not a browser riding on ambient cookies.
 - Rate limits use the ``limits`` library, one limiter per app (:class:`RateLimits`, built by
   ``create_app`` from its settings): in memory, or Redis when the ``redis`` setting is given, so several
-  processes share one count.
+  processes share one count. The in-memory store is not thread-safe and form posts count on worker
+  threads: its hits take a lock. A key is at most :data:`MAX_KEY_CHARS` (a longer one is counted by
+  its sha256), and routes check a user name's shape before it becomes a key.
+- The client address a limit counts is the socket's peer, or, when that peer is one of the
+  ``forwarded_allow_ips`` proxies, the address it forwarded (``X-Forwarded-For``, read by granian's
+  proxy-headers wrapper in ``create_app``): behind nginx every client is not one address, and a
+  client's own ``X-Forwarded-For`` counts for nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import hmac
+import threading
 import weakref
 from typing import Any
 from urllib.parse import urlsplit
@@ -96,6 +105,14 @@ def check_csrf(request: Request, actor: Actor | None, form_token: str | None = N
         )
 
 
+MAX_KEY_CHARS = 128
+"""A rate limit's key part longer than this is counted by its sha256 (bounded memory per key)."""
+
+
+def _bounded(key: str) -> str:
+    return key if len(key) <= MAX_KEY_CHARS else "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
 class RateLimits:
     """One app's moving-window limiter (memory, or Redis at ``redis_url``)."""
 
@@ -104,6 +121,10 @@ class RateLimits:
 
         self.storage = storage.storage_from_string(redis_url) if redis_url else storage.MemoryStorage()
         self.limiter = strategies.MovingWindowRateLimiter(self.storage)
+        # Redis counts atomically on the server; the memory store's window is a plain list
+        self._lock: contextlib.AbstractContextManager[Any] = (
+            contextlib.nullcontext() if redis_url else threading.Lock()
+        )
         _LIVE.add(self)
 
     def hit(self, rule: str, *keys: str) -> bool:
@@ -111,14 +132,16 @@ class RateLimits:
         from limits import parse
 
         try:
-            return bool(self.limiter.hit(parse(rule), "lair", *keys))
+            with self._lock:
+                return bool(self.limiter.hit(parse(rule), "lair", *map(_bounded, keys)))
         except Exception as exc:
             if (outage := unavailable(exc)) is not None:
                 raise outage from exc
             raise
 
     def reset(self) -> None:
-        self.storage.reset()
+        with self._lock:
+            self.storage.reset()
 
 
 _LIVE: weakref.WeakSet[RateLimits] = weakref.WeakSet()
@@ -141,4 +164,4 @@ def reset_limits() -> None:
         limits.reset()
 
 
-__all__ += ["RateLimits", "reset_limits", "write_limit"]
+__all__ += ["MAX_KEY_CHARS", "RateLimits", "reset_limits", "write_limit"]

@@ -15,7 +15,13 @@ from starlette.responses import RedirectResponse, Response
 
 from lair.errors import RegistryError
 from lair.registry.service import community, read
-from lair.registry.service.accounts import authenticate, create_user, revoke_session, rotate_session
+from lair.registry.service.accounts import (
+    authenticate,
+    check_name,
+    create_user,
+    revoke_session,
+    rotate_session,
+)
 from lair.registry.service.secrets import redact
 from lair.registry.web.auth import COOKIE, actor_of, check_csrf, limit, write_limit
 from lair.registry.web.render import html
@@ -106,6 +112,7 @@ def sign_up_post(request: Request, f: dict[str, str]) -> Response:
 def sign_in_post(request: Request, f: dict[str, str]) -> Response:
     name = f.get("name", "")
     try:
+        check_name(name)  # before it is a rate limit's key
         limit(request, SIGNIN_LIMITS[0], "signin", _address(request), name)
         limit(request, SIGNIN_LIMITS[1], "signin", _address(request))
         return _signed_in(request, name, f.get("password", ""), new=False)

@@ -74,7 +74,12 @@ UPLOAD_QUEUE_S = 30.0
 """How long an upload waits for one of those threads before it is answered 503."""
 BUSY_RETRY_S = 30
 """What that 503 tells the client to wait (``Retry-After``)."""
+UPLOADS_PER_ACCOUNT = 1
+"""Uploads of one account checked or waiting at once per process: a second is answered 429 at once,
+so one account never holds (or queues for) every upload thread while others wait."""
 _LIMITERS: dict[int, anyio.CapacityLimiter] = {}
+_IN_FLIGHT: dict[str, int] = {}
+"""Uploads of each account in this process, checked or waiting (the event loop's own: no lock)."""
 
 
 def _limiter() -> anyio.CapacityLimiter:
@@ -91,12 +96,32 @@ def _limiter() -> anyio.CapacityLimiter:
 def _accept(state: State, data: bytes, actor: Actor, replicates: RowRef | None = None) -> dict[str, Any]:
     """Unpack, verify and store in one transaction: the blocking part, run on a worker thread."""
     with committed(state) as conn:
-        return reports.submit_report(conn, data, actor=actor, store=state.blobs, replicates=replicates)
+        days = state.settings.new_account_days  # an account younger than this is shown as new
+        return reports.submit_report(
+            conn, data, actor=actor, store=state.blobs, replicates=replicates, new_account_days=days
+        )
 
 
 async def _off_loop(
     request: Request, data: bytes, actor: Actor, replicates: RowRef | None = None
 ) -> dict[str, Any]:
+    if _IN_FLIGHT.get(actor.name, 0) >= UPLOADS_PER_ACCOUNT:
+        raise RegistryError(
+            429,
+            "rate_limited",
+            f"{UPLOADS_PER_ACCOUNT} upload of yours is being checked already",
+            hint="send the next when it is answered",
+        )
+    _IN_FLIGHT[actor.name] = _IN_FLIGHT.get(actor.name, 0) + 1
+    try:
+        return await _checked(request, data, actor, replicates)
+    finally:
+        _IN_FLIGHT[actor.name] -= 1
+        if not _IN_FLIGHT[actor.name]:
+            del _IN_FLIGHT[actor.name]
+
+
+async def _checked(request: Request, data: bytes, actor: Actor, replicates: RowRef | None) -> dict[str, Any]:
     limiter = _limiter()
     with anyio.move_on_after(UPLOAD_QUEUE_S) as waiting:
         await limiter.acquire()

@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 from lair.errors import RegistryError
 from lair.registry.service import community
-from lair.registry.service.accounts import Actor
+from lair.registry.service.accounts import Actor, check_name
 from lair.registry.service.changes import recording
 from lair.registry.web.auth import actor_of, check_csrf, limit, write_limit
 from lair.registry.web.render import json_response
@@ -201,6 +201,7 @@ async def sign_in(request: Request) -> Response:
 
     data = await _json_body(request)
     name, password = _str(data, "name"), _str(data, "password")
+    check_name(name)  # before it is a rate limit's key
     limit(request, SIGNIN_LIMITS[0], "signin", _address(request), name)
     limit(request, SIGNIN_LIMITS[1], "signin", _address(request))
 

@@ -1,0 +1,45 @@
+"""The one consent gate of the CLI: every command that runs a recipe calls :func:`with_consent`.
+
+``call(accept)`` does the command's work up to the point where the recipe would run; the library
+raises a :class:`~lair.errors.TrustError` there for an untrusted recipe without an acceptance of
+exactly what it asks for (and nothing of it ran: :mod:`lair.launch.resolve`). On a terminal the
+requests are shown and "y" calls again with ``accept=True`` (which stores the acceptance of that
+content); without a terminal, or with ``--json``, the error goes up with a hint that names the
+command's own flag. Commands and their flags: launch/plan/tune/doctor ``--accept``, reproduce and
+rebench ``-y``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+from lair.cli._common import err
+from lair.errors import TrustError
+
+__all__ = ["with_consent"]
+
+T = TypeVar("T")
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def with_consent(
+    call: Callable[[bool], T], *, accept: bool, command: str, flag: str, prompt: bool = True
+) -> T:
+    """``call(accept)``; an untrusted recipe's refusal is shown and asked about on a terminal."""
+    try:
+        return call(accept)
+    except TrustError as exc:
+        exc.hint = f"read what it runs, then accept it: lair {command} ... {flag}"
+        if accept or not prompt or not _interactive():
+            raise
+        err(exc.message)
+        sys.stderr.write("accept and go on? [y/N] ")
+        sys.stderr.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            raise
+    return call(True)
