@@ -72,7 +72,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         allreduce_mib=args.allreduce_mib,
         allreduce_timeout_s=args.allreduce_timeout,
     )
-    report, secrets = doctor(req)
+    from dataclasses import replace
+
+    from lair.cli._consent import with_consent
+
+    report, secrets = with_consent(
+        lambda accept: doctor(replace(req, accept=accept)),
+        accept=req.accept,
+        command="doctor",
+        flag="--accept",
+        prompt=not args.json,
+    )
     if args.bundle:
         from pathlib import Path
 

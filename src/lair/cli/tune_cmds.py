@@ -176,10 +176,19 @@ def _publish(result: Any) -> dict[str, Any]:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from lair.cli._consent import with_consent
     from lair.tune import run_tune
 
     opts = _options(args)
-    result = run_tune(opts)
+    result = with_consent(  # tune's own gate refuses before anything of the recipe runs
+        lambda accept: run_tune(replace(opts, accept=accept)),
+        accept=opts.accept,
+        command="tune",
+        flag="--accept",
+        prompt=not args.json,
+    )
     doc = result.as_dict()
     if args.publish:
         doc["published"] = _publish(result)

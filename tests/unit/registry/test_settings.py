@@ -110,3 +110,22 @@ def test_the_chart_mode_is_deferred_or_inline_and_named_when_wrong(tmp_path: Pat
             publish(conn, LLAMA.read_text(), owner="author")
         page = client.get("/recipes/llama31-8b-rtx4090-sglang").text
         assert page.count('class="chart"') == 1 and "chart-pending" not in page
+
+
+def test_the_database_urls_sslmode_reaches_the_driver(pg_url: str) -> None:
+    """deploy/systemd/registry.env.example asks for ``sslmode=verify-full``: the URL's parameters go to
+    libpq as they are, so this PostgreSQL (no TLS) is refused under ``require`` and reached under
+    ``disable``: a TLS requirement in the URL cannot be silently dropped."""
+    import sqlalchemy as sa
+
+    from lair.registry.db.engine import connect_url
+
+    sep = "&" if "?" in pg_url else "?"
+    refused = make_engine(connect_url(pg_url + sep + "sslmode=require"))
+    with pytest.raises(sa.exc.OperationalError, match="does not support SSL"):
+        refused.connect().close()
+    refused.dispose()
+    plain = make_engine(connect_url(pg_url + sep + "sslmode=disable"))
+    with plain.connect() as conn:
+        assert conn.execute(sa.text("SHOW ssl")).scalar_one() == "off"
+    plain.dispose()

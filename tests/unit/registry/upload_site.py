@@ -27,17 +27,21 @@ class Site:
     engine: Engine
     base: dict[str, Any]
     """A report that the registry accepts (201): its cell filled in from the server's recomputation."""
+    other: str = ""
+    """The token of a second uploader (``as_other=True``)."""
 
-    def post(self, data: bytes) -> Any:
+    def post(self, data: bytes, *, as_other: bool = False) -> Any:
         reset_limits()  # many uploads by one account: the write rate limit is not under test here
         headers = {"content-type": "application/gzip"}
+        if as_other:
+            headers["authorization"] = f"Bearer {self.other}"
         return self.client.post("/api/v1/reports", content=data, headers=headers)
 
     def report(self) -> dict[str, Any]:
         return copy.deepcopy(self.base)
 
-    def upload(self, files: dict[str, Any]) -> Any:
-        return self.post(tar_gz(encode(files)))
+    def upload(self, files: dict[str, Any], *, as_other: bool = False) -> Any:
+        return self.post(tar_gz(encode(files)), as_other=as_other)
 
 
 def make_site(db_url: str, engine: Engine) -> Iterator[Site]:
@@ -45,6 +49,7 @@ def make_site(db_url: str, engine: Engine) -> Iterator[Site]:
     with engine.begin() as conn:
         seed_examples(conn)
         token = create_token(conn, create_user(conn, "uploader"), "cli")
+        other = create_token(conn, create_user(conn, "second-uploader"), "cli")
         toml, sha = conn.execute(
             sa.text(
                 "SELECT v.toml, v.sha256 FROM revisions v JOIN recipes r ON r.id = v.recipe_id "
@@ -57,7 +62,7 @@ def make_site(db_url: str, engine: Engine) -> Iterator[Site]:
     cell.update({k: v for k, v in again.items() if k in cell})
     with TestClient(create_app(db_url), raise_server_exceptions=False) as c:
         c.headers["authorization"] = f"Bearer {token}"
-        yield Site(c, engine, base)
+        yield Site(c, engine, base, other)
 
 
 @pytest.fixture
