@@ -215,14 +215,19 @@ def test_driver_versions_compare_as_numbers(driver: str, floor: str, ok: bool) -
 
 
 def test_redaction_of_given_values_and_credential_shapes() -> None:
+    """The run's given values as ``***``; every shape the registry's scanner knows (one function:
+    tests/unit/test_redaction.py has them all) by its kind."""
+    hf = "hf_" + "AbCdEfGhIjKlMnOp" * 2 + "Qr"
     text = (
-        "HF_TOKEN=hf_abcdefghijklmnop API_KEY: s3cr3tvalue --api-key=sk-live-1 "
-        "Authorization: Bearer abc.def.ghi "
+        f"HF_TOKEN={hf} API_KEY: s3cr3tvalue --api-key=Zq8xLm2Pv9Rt4Wn7 "
+        "Authorization: Bearer abc.def.ghi.jkl.mno "
         "xyz-given-value password=hunter22 keep this"
     )
     out = redact_text(text, ["xyz-given-value"])
     assert out == (
-        "HF_TOKEN=*** API_KEY: *** --api-key=*** Authorization: Bearer *** *** password=*** keep this"
+        "HF_TOKEN=[REDACTED:Hugging Face Token] API_KEY: [REDACTED:secret assignment] "
+        "--api-key=[REDACTED:secret assignment] Authorization: Bearer [REDACTED:Bearer credential] "
+        "*** password=[REDACTED:secret assignment] keep this"
     )
 
 

@@ -7,8 +7,10 @@
     recipe.toml      the recipe checked, when there was one
     runs/RUN.log     the journal events of the last few lair runs on this machine
 
-Every member passes through the redactor of the run's secret values and a pattern redactor for
-tokens and ``*KEY*=``/``*TOKEN*=``/``*SECRET*=``/``*PASSWORD*=`` assignments, before it is written.
+Every member passes through the redactor of the run's secret values, then :func:`lair.redaction.redact`
+(the scanner the registry refuses published secrets and redacts uploaded logs with: detect-secrets'
+token formats and lair's own, URL passwords, ``--api-key VALUE``-style flags, ``Bearer`` credentials
+and ``*KEY*=``/``*TOKEN*=``/``*PASSWORD*=`` assignments), before it is written.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 import io
 import json
 import platform
-import re
 import sys
 import tarfile
 import time
@@ -27,26 +28,17 @@ from lair.launch.doctor.model import DoctorReport
 
 __all__ = ["redact_text", "redact_tree", "render_report", "write_bundle"]
 
-_ASSIGN = re.compile(
-    r"(?i)\b([A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*)(\s*[=:]\s*)(\"?)[^\s\"',]+"
-)
-_TOKENS = re.compile(
-    r"\b(?:hf_[A-Za-z0-9]{8,}|sk-[A-Za-z0-9_-]{12,}|gh[pousr]_[A-Za-z0-9]{16,}|xox[abpr]-[A-Za-z0-9-]{10,})"
-)
-_FLAG = re.compile(r"(?i)(--[a-z-]*(?:api-key|token|secret|password)[a-z-]*[= ])(\S+)")
-_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
 RUN_LOGS = 5
 
 
 def redact_text(text: str, secrets: Sequence[str] = ()) -> str:
-    """``text`` with the given secret values and anything shaped like a credential as ``***``."""
+    """``text`` with the given secret values as ``***`` and every secret the registry's scanner finds
+    (:func:`lair.redaction.redact`: token formats, URL passwords, secret flags and assignments) as
+    ``[REDACTED:<kind>]``."""
     from lair.plan.secrets import redactor
+    from lair.redaction import redact  # detect-secrets (and requests) cost 0.2 s: not on every launch
 
-    text = redactor(secrets)(text)
-    text = _ASSIGN.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}***", text)
-    text = _BEARER.sub(lambda m: f"{m.group(1)}***", text)
-    text = _FLAG.sub(lambda m: f"{m.group(1)}***", text)
-    return _TOKENS.sub("***", text)
+    return redact(redactor(secrets)(text))
 
 
 def redact_tree(value: object, secrets: Sequence[str] = ()) -> object:

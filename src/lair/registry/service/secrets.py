@@ -1,13 +1,11 @@
 """Keep secrets out of what the registry stores and serves: recipes, free text and run reports.
 
-Known token formats come from detect-secrets' regex plugins (AWS, GitHub, GitLab, Slack, Stripe, JWT,
-private keys, ...), plus lair's own patterns for formats it lacks (Hugging Face, bare ``sk-`` keys,
-lair's API tokens, GitHub fine-grained PATs). The plugins' patterns are run here directly over the
-whole text (one C-level pass per pattern, so a 10 MB log takes well under a second): detect-secrets'
-``scan_line`` rewrites its process-wide settings on every call, which is not safe under a threaded
-server, and its ``analyze_string`` yields a pattern's first group (only ``ghp`` of a GitHub token),
-which cannot locate or redact the whole token. Keyword and entropy plugins are left out of recipes:
-they hold digests and ``API_KEY = "{API_KEY}"`` placeholders that those would flag.
+Known token formats, URL passwords and the values of secret-named flags (``--api-key V``) are found
+by :mod:`lair.redaction`, the one scanner lair has: detect-secrets' regex plugins plus the formats
+they lack (Hugging Face, Google ``AIza``, bare ``sk-`` keys, lair's API tokens...). The same
+function redacts uploaded logs here and ``lair doctor --bundle``'s members. Keyword and entropy
+plugins are left out of recipes: they hold digests and ``API_KEY = "{API_KEY}"`` placeholders that
+those would flag.
 
 Recipes (:func:`scan_recipe`) are scanned three ways, and refused (422 ``secret``) on any finding:
 
@@ -41,33 +39,14 @@ import bisect
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
-
-from detect_secrets.plugins.aws import AWSKeyDetector
-from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-from detect_secrets.plugins.base import RegexBasedDetector
-from detect_secrets.plugins.basic_auth import BasicAuthDetector
-from detect_secrets.plugins.discord import DiscordBotTokenDetector
-from detect_secrets.plugins.github_token import GitHubTokenDetector
-from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-from detect_secrets.plugins.jwt import JwtTokenDetector
-from detect_secrets.plugins.mailchimp import MailchimpDetector
-from detect_secrets.plugins.npm import NpmDetector
-from detect_secrets.plugins.openai import OpenAIDetector
-from detect_secrets.plugins.private_key import PrivateKeyDetector
-from detect_secrets.plugins.pypi_token import PypiTokenDetector
-from detect_secrets.plugins.sendgrid import SendGridDetector
-from detect_secrets.plugins.slack import SlackDetector
-from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-from detect_secrets.plugins.stripe import StripeDetector
-from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
-from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from lair.errors import Issue, RecipeError, RegistryError
 from lair.recipe import is_secret_name
 from lair.recipe.placeholders import find_refs
 from lair.recipe.source import Key, Locator, read_text
+from lair.redaction import LOG_RULES, RULES, hits
+from lair.redaction import redact as redact_with
 
 __all__ = [
     "redact",
@@ -79,101 +58,9 @@ __all__ = [
     "screen_report",
 ]
 
-PLUGINS: tuple[RegexBasedDetector, ...] = tuple(
-    cls()
-    for cls in (
-        AWSKeyDetector,
-        AzureStorageKeyDetector,
-        BasicAuthDetector,
-        DiscordBotTokenDetector,
-        GitHubTokenDetector,
-        GitLabTokenDetector,
-        JwtTokenDetector,
-        MailchimpDetector,
-        NpmDetector,
-        OpenAIDetector,
-        PrivateKeyDetector,
-        PypiTokenDetector,
-        SendGridDetector,
-        SlackDetector,
-        SquareOAuthDetector,
-        StripeDetector,
-        TelegramBotTokenDetector,
-        TwilioKeyDetector,
-    )
-)
-# formats detect-secrets lacks, anchored on their prefixes
-OWN: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("Hugging Face Token", re.compile(r"hf_[A-Za-z0-9]{30,}")),
-    ("GitHub Token", re.compile(r"github_pat_[A-Za-z0-9_]{40,}")),
-    ("API key (sk-...)", re.compile(r"sk-[A-Za-z0-9_-]{20,}")),
-    ("lair API token", re.compile(r"lair_[A-Za-z0-9_-]{40,}")),
-)
-# in logs only: credentials of any format, by what stands before them (a recipe has placeholders there)
-_WORDS = ("TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS")
-_SECRET_WORD = "(?:" + "|".join(v for w in _WORDS for v in (w, w.title(), w.lower())) + ")"
-"""The last word of a secret's name in its usual cases (case-sensitive: a literal set scans faster)."""
-LOG_ONLY: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("Bearer credential", re.compile(r"\b[Bb]earer\s+([A-Za-z0-9._~+/=-]{16,})")),
-    (
-        "secret assignment",  # HF_TOKEN=..., "api_key": "...": a value with letters and digits
-        re.compile(
-            rf"(?<![A-Za-z0-9]){_SECRET_WORD}\b\s*[\"']?\s*[=:]\s*[\"']?"
-            r"((?=[^\s\"',;]*\d)(?=[^\s\"',;]*[A-Za-z])[A-Za-z0-9][^\s\"',;)}\]]{11,})"
-        ),
-    ),
-)
 SECRET_ARGS = ("--api-key", "--hf-token", "--token")
 """Flags whose value is a secret (as the recipe checker's plain-text lint)."""
 HINT = 'use a secret placeholder: {API_KEY} with [placeholders.API_KEY] type = "secret"'
-
-
-@dataclass(frozen=True)
-class _Rule:
-    kind: str
-    pattern: re.Pattern[str]
-    valid: Callable[[str], bool] | None = None
-
-
-def _plugin_rules(plugin: RegexBasedDetector) -> Iterator[_Rule]:
-    valid = JwtTokenDetector.is_formally_valid if isinstance(plugin, JwtTokenDetector) else None
-    for pattern in plugin.denylist:
-        yield _Rule(str(plugin.secret_type), pattern, valid)
-
-
-RULES: tuple[_Rule, ...] = tuple(r for p in PLUGINS for r in _plugin_rules(p)) + tuple(
-    _Rule(kind, pattern) for kind, pattern in OWN
-)
-LOG_RULES: tuple[_Rule, ...] = RULES + tuple(_Rule(kind, pattern) for kind, pattern in LOG_ONLY)
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One token in a text: its kind, where it is (the secret value's start: the column shown) and
-    the span a redaction replaces. ``token`` is kept to compare findings, never to show."""
-
-    kind: str
-    at: int
-    span: tuple[int, int]
-    token: str
-
-
-def _hit(rule: _Rule, m: re.Match[str]) -> Hit:
-    # a pattern's group is the secret when it is a value (a password, an AWS key), not a prefix (ghp)
-    group = m.re.groups and m.group(1) is not None and len(m.group(1)) >= 8
-    start, end = m.span(1) if group else m.span()
-    return Hit(rule.kind, start, (start, end), m.group())
-
-
-def hits(text: str, rules: tuple[_Rule, ...] = RULES) -> list[Hit]:
-    """Every token in ``text``, by position."""
-    found = [
-        _hit(rule, m)
-        for rule in rules
-        for m in rule.pattern.finditer(text)
-        if rule.valid is None or rule.valid(m.group())
-    ]
-    return sorted(found, key=lambda h: (h.at, h.kind))
 
 
 class _Lines:
@@ -201,36 +88,18 @@ def scan(text: str, field: str) -> list[Issue]:
     return [_issue(field, n, col, field, kind) for n, col, kind in sorted(located)]
 
 
-def _replace(text: str, found: list[Hit], mark: Callable[[str], str]) -> str:
-    """``text`` with each hit's span (overlapping spans merged) replaced by ``mark(kind)``."""
-    out, pos, i = [], 0, 0
-    spans = sorted(found, key=lambda h: (h.span[0], -h.span[1]))
-    while i < len(spans):
-        start, end, kind = spans[i].span[0], spans[i].span[1], spans[i].kind
-        i += 1
-        while i < len(spans) and spans[i].span[0] < end:
-            end = max(end, spans[i].span[1])
-            i += 1
-        if start < pos:  # inside what was already replaced
-            start = pos
-        out += [text[pos:start], mark(kind)]
-        pos = max(pos, end)
-    return "".join([*out, text[pos:]])
-
-
 def redact(text: str) -> str:
     """``text`` with every known token replaced, for a form shown again after a refusal."""
-    return _replace(text, hits(text), lambda _: "[secret removed]")
+    return redact_with(text, RULES, lambda _: "[secret removed]")
 
 
 def redact_log(data: bytes) -> bytes:
-    """A log's bytes with every token (and log-only credential) replaced by ``[REDACTED:<kind>]``;
-    bytes that are not UTF-8 pass through unchanged."""
+    """A log's bytes with every token (and log-only credential) replaced by ``[REDACTED:<kind>]``
+    (:func:`lair.redaction.redact`, as ``lair doctor --bundle`` redacts); bytes that are not UTF-8
+    pass through unchanged."""
     text = data.decode("utf-8", "surrogateescape")
-    found = hits(text, LOG_RULES)
-    if not found:
-        return data
-    return _replace(text, found, lambda kind: f"[REDACTED:{kind}]").encode("utf-8", "surrogateescape")
+    out = redact_with(text, LOG_RULES)
+    return data if out is text else out.encode("utf-8", "surrogateescape")
 
 
 # ---------------------------------------------------------------------------------------------
