@@ -52,7 +52,7 @@ from sqlalchemy.engine import make_url
 
 from lair.errors import RegistryError
 from lair.registry.db.engine import connect_url, dialect_of, make_engine, migrate, sqlite_path
-from lair.registry.service.blobs import BlobStore, is_key
+from lair.registry.service.blobs import BlobStore, is_key, report_key
 from lair.registry.service.pgload import load_pg
 from lair.registry.service.tarscan import Header, walk
 
@@ -112,7 +112,7 @@ def _snapshot_facts(conn: Connection) -> tuple[str | None, dict[str, int], list[
     tables = {n: int(conn.execute(sa.text(f'SELECT count(*) FROM "{n}"')).scalar_one()) for n in names}
     revision = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
     keys = [
-        f"reports/{rid}/{name}"
+        report_key(rid, name)
         for rid, files in conn.execute(sa.text("SELECT id, files FROM reports ORDER BY id"))
         for name in json.loads(files)
     ]

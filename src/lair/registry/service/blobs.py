@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, quote, urlparse
 
 import sqlalchemy as sa
 from sqlalchemy import Engine
@@ -62,10 +62,12 @@ __all__ = [
     "blob_store",
     "is_key",
     "register_blob_store",
+    "report_key",
     "s3_settings",
 ]
 
-_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
+_KEY = re.compile(r"^[A-Za-z0-9%][A-Za-z0-9._%-]*(/[A-Za-z0-9%][A-Za-z0-9._%-]*)*$")
+"""A key: ASCII path segments; ``%`` for the percent-encoded UTF-8 of a report file's non-ASCII name."""
 ENTRY_POINTS = "lair.registry.blob_stores"
 BLOBS = cast(sa.Table, Blob.__table__)
 
@@ -86,6 +88,12 @@ class BlobStore(Protocol):
 
 StoreFactory = Callable[[str, Engine | None], BlobStore]
 _FACTORIES: dict[str, StoreFactory] = {}  # s3 is added below its class
+
+
+def report_key(report_id: str, name: str) -> str:
+    """The key of report ``report_id``'s file ``name`` (``logs/server.log``): its path, each
+    non-ASCII character as its percent-encoded UTF-8 (an ASCII name is its own key)."""
+    return f"reports/{report_id}/" + quote(name, safe="/")
 
 
 def is_key(key: str) -> bool:

@@ -27,8 +27,8 @@ from lair.errors import RegistryError
 from lair.registry.db.schema import Report
 from lair.registry.service import replication
 from lair.registry.service.accounts import Actor
-from lair.registry.service.archive import unpack
-from lair.registry.service.blobs import BlobStore
+from lair.registry.service.archive import refuse, unpack
+from lair.registry.service.blobs import BlobStore, report_key
 from lair.registry.service.certificates import record_certificates
 from lair.registry.service.fitting import fingerprint_gpus
 from lair.registry.service.permissions import ensure
@@ -64,6 +64,18 @@ _KEPT = re.compile(
     r"|logs/[\w.-]+\.log)$"
 )
 """The raw files kept and served (as plain text); report.html is not served from the registry's origin."""
+MAX_LOG_NAME_BYTES = 80
+"""A log's file name (after ``logs/``), UTF-8: its key percent-encodes each non-ASCII byte in three,
+within the 255 bytes a file name may have in the blob store's folders."""
+
+
+def _log_names(files: dict[str, bytes]) -> None:
+    """Refuse (422, naming the member) a log whose name is over :data:`MAX_LOG_NAME_BYTES`."""
+    over = sorted(n for n in files if n.startswith("logs/") and len(n[5:].encode()) > MAX_LOG_NAME_BYTES)
+    if over:
+        limit = f"the limit is {MAX_LOG_NAME_BYTES}"
+        reasons = [f"{n[:60]}...: a log's name of {len(n[5:].encode())} bytes (UTF-8); {limit}" for n in over]
+        raise refuse(422, "invalid_archive", reasons)
 
 
 def find_revision(conn: Connection, sha256: str) -> tuple[int, int, Found] | None:
@@ -137,7 +149,7 @@ def _store(
     armed = _undo_on_rollback(conn, store, report_id)
     try:
         for name, data in kept.items():
-            store.put(f"reports/{report_id}/{name}", data)
+            store.put(report_key(report_id, name), data)
         record()
     except BaseException as exc:
         armed.clear()
@@ -180,6 +192,7 @@ def submit_report(
     user_id = ensure(actor, "upload-report").id
     targets = replication.check_targets(conn, replicates) if replicates else []
     files = unpack(data)
+    _log_names(files)
     kept = screen_report({n: files[n] for n in sorted(files) if _KEPT.fullmatch(n)})  # logs redacted
     ids: dict[str, tuple[int, int]] = {}
 
@@ -233,7 +246,7 @@ def read_report_file(conn: Connection, store: BlobStore, report_id: str, name: s
     reports stored before a token format was known."""
     if name not in get_report(conn, report_id)["files"]:
         raise RegistryError(404, "not_found", f"report {report_id} has no file {name!r}")
-    data = store.get(f"reports/{report_id}/{name}")
+    data = store.get(report_key(report_id, name))
     return redact_log(data) if name.startswith("logs/") else data
 
 
