@@ -57,6 +57,10 @@ class Device:
     pcie: str | None = None
     nvlink_gbs: float | None = None
     network_gbps: float | None = None
+    tdp_w: float | None = None
+    """The vendor's maximum board power (TDP / TGP) in watts: no reading of one device is above it."""
+    idle_w: float | None = None
+    """A floor under the watts the device draws while powered up (lair's own: vendors publish none)."""
     aliases: tuple[str, ...] = ()
     nvidia_smi: tuple[str, ...] = ()
     """The names ``nvidia-smi --query-gpu=name`` prints for this card (a fingerprint's spelling)."""

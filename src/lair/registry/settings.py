@@ -56,7 +56,7 @@ SETTINGS: tuple[Setting, ...] = (
         "new_account_days",
         "LAIR_REGISTRY_NEW_ACCOUNT_DAYS",
         "7",
-        "an account younger than this many days, or with nothing filed before, is shown as new on its reports",
+        "an account younger than this many days, or with nothing filed before, is shown as new",
     ),
 )
 """Every setting, in the order ``lair serve --help`` and docs/registry.md describe them."""

@@ -58,33 +58,45 @@ def _cell(ctx: int, conc: int, reps: list[list[dict[str, Any]]], tokens: int) ->
     }  # fmt: skip
 
 
-def _gpu_window(samples: int) -> dict[str, Any]:
+WATTS = 300.0
+"""The average power of the made-up GPU during every cell (its peak: 350 W)."""
+
+
+def _gpu_window(samples: int, energy_j: float) -> dict[str, Any]:
     return {
-        "samples": samples, "gpus": 1, "energy_j": 600.0, "energy_source": "counter", "avg_w": 300.0,
+        "samples": samples, "gpus": 1, "energy_j": energy_j, "energy_source": "counter", "avg_w": WATTS,
         "peak_w": 350.0, "sm_clock_mhz": {"min": 1980.0, "max": 1980.0},
         "mem_clock_mhz": {"min": 3201.0, "max": 3201.0}, "temp_c_max": 55.0, "mem_used_mib_max": 20000.0,
         "throttle_reasons": [], "thermal_throttled": False, "power_throttled": False,
     }  # fmt: skip
 
 
-def _energy(out_tokens: int, prompt_tokens: int) -> dict[str, Any]:
+def _energy(out_tokens: int, prompt_tokens: int, seconds: float) -> dict[str, Any]:
+    """What :func:`lair.bench.certificate.energy_figures` writes of :data:`WATTS` over ``seconds``."""
+    energy_j = WATTS * seconds
     return {
-        "energy_j": 600.0, "energy_source": "counter", "seconds": 2.0, "output_tokens": out_tokens,
-        "prompt_tokens": prompt_tokens, "j_per_output_token": 600.0 / out_tokens,
-        "j_per_prompt_token": 600.0 / prompt_tokens, "output_tokens_per_kwh": out_tokens / (600.0 / 3.6e6),
-        "avg_w": 300.0, "peak_w": 350.0, "output_tok_s": out_tokens / 2.0, "usd_per_mtok": None,
+        "energy_j": energy_j, "energy_source": "counter", "seconds": seconds, "output_tokens": out_tokens,
+        "prompt_tokens": prompt_tokens, "j_per_output_token": energy_j / out_tokens,
+        "j_per_prompt_token": energy_j / prompt_tokens,
+        "output_tokens_per_kwh": out_tokens / (energy_j / 3.6e6),
+        "avg_w": WATTS, "peak_w": 350.0, "output_tok_s": out_tokens / seconds, "usd_per_mtok": None,
     }  # fmt: skip
 
 
 def certificates(
-    cells: list[dict[str, Any]], gpus: dict[str, Any] | None, requests: int = 1
+    cells: list[dict[str, Any]],
+    gpus: dict[str, Any] | None,
+    requests: int = 1,
+    seconds: list[float] | None = None,
 ) -> dict[str, Any]:
     """Give each cell of ``cells`` a certificate as the bench writes it (cold cache proven by the
-    responses, an idle client, and GPU samples with an energy figure when ``gpus`` names GPUs), and
-    return the run's certificate (``bench.certificate``). ``requests``: requests per cell."""
+    responses, an idle client, and GPU samples with an energy figure when ``gpus`` names GPUs: 300 W
+    over the cell's ``seconds``, its repeats' spans, default 2 s), and return the run's certificate
+    (``bench.certificate``). ``requests``: requests per cell."""
     for i, cell in enumerate(cells):
         out = int(cell.get("completion_tokens") or 1) * requests
         prompt = int(cell.get("prompt_tokens") or 1) * requests
+        span = seconds[i] if seconds else 2.0
         cell["certificate"] = {
             "position": i, "started_s": 3.0 * i, "duration_s": 2.0, "idle_gap_s": 0.0,
             "cache": {
@@ -98,8 +110,8 @@ def certificates(
                 "read_interval_ms": 20.0, "bound": False,
                 "limits": {"cpu_fraction": 0.8, "loop_lag_p99_ms": 5.0},
             },
-            "gpu": _gpu_window(20) if gpus else None,
-            "energy": _energy(out, prompt) if gpus else None,
+            "gpu": _gpu_window(20, WATTS * span) if gpus else None,
+            "energy": _energy(out, prompt, span) if gpus else None,
         }  # fmt: skip
     software: dict[str, Any] = {"engine": "llama.cpp", "engine_version": "b6500", "engine_commit": "abc1234"}
     if gpus:
@@ -131,27 +143,31 @@ def made_up_report(
     ttft_ms: float = 10.0,
     run_name: str = "made-up",
     certified: bool = True,
+    repeat_speeds: tuple[float, ...] | None = None,
 ) -> dict[str, bytes]:
     """The files of a report folder whose every request streams ``decode_tokens`` one-token chunks
     ``1000 / decode_tok_s`` ms apart after a ``ttft_ms`` first token, on a rig whose fingerprint
     names ``gpus`` (nvidia-smi's ``{"count", "models", "memory"}``, None: a CPU-only rig); the recipe
     as run is ``recipe_toml`` itself. Each call's timings differ (``run_name`` salts the TTFT). With
-    ``certified`` every cell has a clean certificate (:func:`certificates`)."""
-    gap = round(1000 / decode_tok_s, 3)
+    ``certified`` every cell has a clean certificate (:func:`certificates`). ``repeat_speeds``: a
+    decode speed per repeat instead (their number is the repeats')."""
+    speeds = repeat_speeds or (decode_tok_s,) * repeats
+    gaps = [round(1000 / v, 3) for v in speeds]
     salt = (sum(run_name.encode()) % 997) / 1000  # another digest for another name
-    rows, cells = [], []
+    rows, cells, spans = [], [], []
     for ctx in contexts:
         reps = [
             [_row(ctx, concurrency, r, i, ttft_ms + salt, gap, decode_tokens) for i in range(concurrency)]
-            for r in range(repeats)
+            for r, gap in enumerate(gaps)
         ]
         rows += [row for rep in reps for row in rep]
         cells.append(_cell(ctx, concurrency, reps, decode_tokens))
+        spans.append(sum(max(row["chunk_ms"][-1] for row in rep) / 1000 for rep in reps))
     fp = {"gpus": gpus, "cpu": {"model": cpu_model, "count": 16, "arch": "x86_64"}, "ram_bytes": 1 << 37}
     options = {"decode_tokens": decode_tokens, "force_output": True, "read_interval_ms": 20.0}
     bench: dict[str, Any] = {"schema_version": 1, "options": options, "cells": cells}
     if certified:
-        bench["certificate"] = certificates(cells, gpus, requests=concurrency * repeats)
+        bench["certificate"] = certificates(cells, gpus, requests=concurrency * len(gaps), seconds=spans)
     doc = {
         "schema_version": 1, "kind": "lair.run_report", "run_name": run_name,
         "recipe": {"file": "recipe.recipe.toml", "model_sha256": model_sha256},

@@ -19,6 +19,8 @@ FIGURES = (
     "pcie",
     "nvlink_gbs",
     "network_gbps",
+    "tdp_w",
+    "idle_w",
 )
 REQUIRED = (
     "RTX PRO 6000",
@@ -89,3 +91,14 @@ def test_links_and_peaks() -> None:
     assert spark.peak_flops("bf16") is None and spark.peak_flops("fp4") == 500e12
     assert h200.peak_flops("fp4") == 1979e12  # no FP4 on Hopper: FP8 is the fastest it has
     assert dataclasses.replace(h200, memory_gb=1).memory_bytes == 2**30
+
+
+def test_every_gpu_a_fingerprint_can_name_has_a_power_ceiling_and_floor() -> None:
+    """The registry holds a verified row's watts between them (the vendors' spec sheets: H100 SXM
+    700 W, H100 PCIe 350 W, H200 700 W, B200 1,000 W, RTX 4090 450 W, RTX PRO 6000 600 W)."""
+    tdp = {d.id: d.tdp_w for d in load_catalog()}
+    assert (tdp["h100-sxm"], tdp["h100-pcie"], tdp["h200"], tdp["b200"]) == (700, 350, 700, 1000)
+    assert (tdp["rtx-4090"], tdp["rtx-pro-6000"]) == (450, 600)
+    for d in load_catalog():
+        if d.nvidia_smi:
+            assert d.tdp_w and d.idle_w and 0 < d.idle_w < d.tdp_w, d.id

@@ -1,7 +1,9 @@
 """Replication attempts through ``POST /api/v1/reports?replicates=SLUG@REV#ROW`` (SQLite and
 PostgreSQL): a malformed, unknown or mismatched row id is 422 naming the parameter with nothing
 stored; an accepted attempt is linked to its row with the registry's verdict, and the recipe's JSON
-and page (the stored documents) show it at once. Expected figures are worked by hand from the
+and page (the stored documents) show it at once. Every attempt here is the row's own account's, on its
+own rig (one uploader, one CPU): shown with its verdict, never counted (test_bought_numbers has the
+attempts that count). Expected figures are worked by hand from the
 synthetic report's timings (:func:`lair.testing.uploads.report_files`): repeat 0 decodes 3 tokens in
 30 ms (100 tok/s), repeat 1 in 31 ms (96.774 tok/s), so the row's decode is their p50, 98.387 tok/s,
 and its band [96.774 x 0.95, 100 x 1.05] = [91.94, 105.0]."""
@@ -17,6 +19,7 @@ from sqlalchemy import Engine
 from upload_site import Site, make_site
 
 from lair.registry.service.recompute import check_cells
+from lair.registry.service.replication import OWN_ACCOUNT
 from lair.testing.uploads import encode, tar_gz
 
 THEIRS_DECODE = (100.0 + 3 / 0.031) / 2
@@ -68,7 +71,10 @@ def test_a_row_has_a_stable_id_and_is_pending_until_an_attempt(site: Site) -> No
     (row,) = [
         m for m in site.client.get("/api/v1/recipes/tiny-cpu.json").json()["measurements"] if m["id"] == mid
     ]
-    assert row["replication"] == {"status": "pending", "replicated": 0, "not_reproduced": 0, "attempts": []}
+    assert row["replication"] == {
+        "status": "pending", "replicated": 0, "not_reproduced": 0, "not_counted": 0,
+        "replicated_by_new_accounts": 0, "attempts": [],
+    }  # fmt: skip
     page = site.client.get("/recipes/tiny-cpu").text
     assert f'id="row-{mid}"' in page
     assert f'<code class="reproduce" {_SELECT}>lair reproduce {rid}</code>' in page
@@ -113,12 +119,14 @@ def test_a_report_of_another_recipe_is_422(site: Site, engine: Engine) -> None:
     assert _count(engine, "replication_attempts") == 0
 
 
-def test_an_attempt_within_the_band_is_replicated_and_shown(site: Site) -> None:
+def test_an_attempt_within_the_band_is_replicated_and_shown_as_the_row_s_own(site: Site) -> None:
+    """The same account on the same rig: the verdict is shown, and never counts (test_bought_numbers)."""
     mid, rid = _original(site)
     res = _post(site, _slowed(site, 1.01), rid)  # 1% slower: inside every band
     assert res.status_code == 201, res.text
     (link,) = res.json()["replication"]
     assert link["row"] == mid and link["outcome"] == "replicated"
+    assert (link["counted"], link["not_counted"]) == (False, OWN_ACCOUNT)
     assert link["delta_pct"] == pytest.approx(100 * (1 / 1.01 - 1), abs=0.05)
     decode = next(f for f in link["figures"] if f["metric"] == "decode_tok_s")
     assert decode["theirs"] == pytest.approx(THEIRS_DECODE, rel=1e-3)
@@ -126,12 +134,15 @@ def test_an_attempt_within_the_band_is_replicated_and_shown(site: Site) -> None:
     assert decode["band"]["high"] == pytest.approx(105.0, rel=1e-3)
     doc = site.client.get("/api/v1/recipes/tiny-cpu.json").json()
     (row,) = [m for m in doc["measurements"] if m["id"] == mid]
-    assert row["replication"]["status"] == "replicated" and row["replication"]["replicated"] == 1
+    assert row["replication"]["status"] == "pending" and row["replication"]["replicated"] == 0
+    assert row["replication"]["not_counted"] == 1
     (a,) = row["replication"]["attempts"]
     assert a["submitted_by"] == "uploader" and a["rig"] == "CPU AMD EPYC (2 threads)"
-    assert a["report_id"] == res.json()["id"] and a["outcome"] == "replicated"
+    assert a["report_id"] == res.json()["id"] and a["outcome"] == "replicated" and a["counted"] is False
     page = site.client.get("/recipes/tiny-cpu").text
-    assert 'data-outcome="replicated"' in page and "<strong>replicated</strong> on CPU AMD EPYC" in page
+    assert 'data-outcome="replicated" data-counted="no"' in page
+    shown = f'<strong>replicated</strong> <span class="not-counted">(not counted: {OWN_ACCOUNT})</span>'
+    assert f"{shown} on CPU AMD EPYC" in page
 
 
 def test_a_slower_attempt_is_not_reproduced_with_its_delta(site: Site) -> None:
@@ -148,7 +159,7 @@ def test_a_slower_attempt_is_not_reproduced_with_its_delta(site: Site) -> None:
     assert "outside the band: prefill tok/s, decode tok/s, decode tok/s/stream, TTFT ms" in page
     doc = site.client.get("/api/v1/recipes/tiny-cpu.json").json()
     (row,) = [m for m in doc["measurements"] if m["id"] == mid]
-    assert row["replication"]["status"] == "not-reproduced"
+    assert row["replication"]["status"] == "pending"  # its own account's attempt never counts
 
 
 def test_a_report_id_links_every_row_of_that_report(site: Site) -> None:

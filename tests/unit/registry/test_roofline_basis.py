@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -106,15 +107,18 @@ def test_the_upload_check_rates_cells_on_the_fingerprint_gpu_not_the_recipes() -
     """The same cell of the same recipe (declared: one RTX 4090) passes on an H100 fingerprint and is
     above the roofline on a 4090 one: the check reads the fingerprint, never meta.hardware."""
     from lair.registry.service.canonical import parse_recipe
-    from lair.registry.service.verify import _ratings
+    from lair.registry.service.verify import _ratings, _roofline
+
+    def rated(fp: dict[str, Any]) -> tuple[list[Any], str]:
+        return _ratings(*_roofline(recipe, fp), [cell])
 
     recipe = parse_recipe(LLAMA.read_text())
     cell = {"context": 2048, "prompt_tokens": 2048, "concurrency": 1, "decode_tok_s_per_stream": 150.0}
     on = {
         n: {"gpus": {"count": 1, "models": [n]}} for n in ("NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090")
     }
-    (h100,), _ = _ratings(recipe, on["NVIDIA H100 80GB HBM3"], [cell])
-    (rtx,), _ = _ratings(recipe, on["NVIDIA GeForce RTX 4090"], [cell])
+    (h100,), _ = rated(on["NVIDIA H100 80GB HBM3"])
+    (rtx,), _ = rated(on["NVIDIA GeForce RTX 4090"])
     assert not h100["implausible"] and abs(h100["decode_pct"] - _pct(150, H100_SXM)) < 0.2
     assert rtx["implausible"] and abs(rtx["decode_pct"] - _pct(150, RTX_4090)) < 0.5  # 227%
-    assert _ratings(recipe, {"gpus": None}, [cell]) == ([None], "no roofline: the fingerprint names no GPU")
+    assert rated({"gpus": None}) == ([None], "no roofline: the fingerprint names no GPU")

@@ -292,6 +292,12 @@ class Report(Base):
     files: Mapped[str] = mapped_column(Text)
     run_name: Mapped[str] = mapped_column(String(500), default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    filer_age_days: Mapped[float | None] = mapped_column(Float)
+    """Migration 0016: the filing account's age in days, when it filed (lair.registry.service.standing)."""
+    filer_history: Mapped[int | None] = mapped_column(Integer)
+    """...how many reports and recipe revisions it had filed before."""
+    filer_new: Mapped[bool | None] = mapped_column(Boolean)
+    """...and whether that made it a new account (None: filed before the registry kept standings)."""
 
     __table_args__ = (Index("ix_reports_recipe", "recipe_id", "created_at"),)
 

@@ -9,7 +9,8 @@ CPU-only rig, driver ``—``).
 
 One (context, concurrency) pair is shown at a time (default: the pair with the most rows). A cell
 is the median decode and prefill of its rows, their count, the latest date, and ``pass`` or
-``fail``: ``fail`` when one of its rows is a replication attempt that did not reproduce its row.
+``fail``: ``fail`` when one of its rows is a verified replication attempt that did not reproduce its
+row (``failed_by`` names the account that filed it, whether it was new then, and the row).
 
 History: per GPU, the median decode at each engine version (in version order); a version whose
 median is more than :data:`REGRESSION` below the previous version's is flagged a regression.
@@ -29,6 +30,7 @@ from sqlalchemy import Connection
 from lair.errors import RegistryError
 from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, visible
 from lair.registry.service.speeds import shown_submitter
+from lair.registry.service.standing import standing_columns
 from lair.registry.service.tiers import annotate
 
 __all__ = ["REGRESSION", "matrix", "version_key"]
@@ -86,6 +88,7 @@ def _rows(conn: Connection, where: sa.ColumnElement[bool]) -> list[dict[str, Any
             RECIPES.c.slug,
             USERS.c.name.label("submitted_by_name"),
             REPORTS.c.fingerprint,
+            standing_columns(conn, REPORTS)[-1],
         )
         .join(REPORTS, REPORTS.c.id == m.c.report_id)
         .join(RECIPES, RECIPES.c.id == m.c.recipe_id)
@@ -100,20 +103,36 @@ def _rows(conn: Connection, where: sa.ColumnElement[bool]) -> list[dict[str, Any
         fp = json.loads(r.fingerprint)
         row = {k: getattr(r, k) for k in _KEYS}
         row |= {"rig": r.rig_fingerprint, "submitted_by": r.submitted_by_name, "retracted": False}
+        row["filer_new"] = r.filer_new
         row |= {"created_at": r.created_at.isoformat(), "engine": _engine(fp), "hardware": _hardware(fp)}
         out.append(row)
     return out
 
 
-def _failed_attempts(conn: Connection, ids: list[int]) -> set[int]:
-    """The rows among ``ids`` that are replication attempts which did not reproduce their row."""
+def _failed_attempts(conn: Connection, ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """The rows among ``ids`` that are verified replication attempts which did not reproduce their
+    row, each with who filed it (account, whether it was new then) and the row it did not reproduce.
+    An unverified attempt is the report's word: it never fails a cell."""
     from lair.registry.service.replication import ATTEMPTS, has_attempts
+    from lair.registry.service.reports import REPORTS
 
     if not ids or not has_attempts(conn):
-        return set()
-    a = ATTEMPTS
-    stmt = sa.select(a.c.attempt_id).where(a.c.attempt_id.in_(ids), a.c.outcome == "not-reproduced")
-    return {int(x) for x in conn.execute(stmt).scalars()}
+        return {}
+    a, mine = ATTEMPTS, MEASUREMENTS.alias("mine")
+    stmt = (
+        sa.select(a.c.attempt_id, a.c.target_id, USERS.c.name, standing_columns(conn, REPORTS)[-1])
+        .join(mine, mine.c.id == a.c.attempt_id)
+        .join(REPORTS, REPORTS.c.id == a.c.report_id)
+        .outerjoin(USERS, USERS.c.id == a.c.submitted_by)
+        .where(a.c.attempt_id.in_(ids), a.c.outcome == "not-reproduced", mine.c.provenance == "verified")
+        .order_by(a.c.id)
+    )
+    out: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in conn.execute(stmt):
+        out[int(r.attempt_id)].append(
+            {"row": int(r.target_id), "submitted_by": r.name, "new_account": r.filer_new}
+        )
+    return out
 
 
 def _pairs(rows: list[dict[str, Any]]) -> list[dict[str, int]]:
@@ -129,12 +148,21 @@ def _med(values: list[float | None]) -> float | None:
     return median(xs) if xs else None
 
 
-def _cell(rows: list[dict[str, Any]], failed: set[int]) -> dict[str, Any]:
+Failed = dict[int, list[dict[str, Any]]]
+
+
+def _cell(rows: list[dict[str, Any]], failed: Failed) -> dict[str, Any]:
+    fails = [
+        f | {"attempt_row_id": f"{r['slug']}@{r['revision']}#{r['id']}"}
+        for r in rows
+        for f in failed.get(r["id"], [])
+    ]
     return {
         "decode_tok_s": _med([r["decode_tok_s"] for r in rows]),
         "prefill_tok_s": _med([r["prefill_tok_s"] for r in rows]),
         "rows": len(rows),
-        "status": "fail" if any(r["id"] in failed for r in rows) else "pass",
+        "status": "fail" if fails else "pass",
+        "failed_by": fails,
         "date": max(r["created_at"] for r in rows)[:10],
         "tiers": sorted({r["tier"] for r in rows}),
         "recipes": sorted({r["slug"] for r in rows}),
@@ -166,7 +194,7 @@ def _history(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return series
 
 
-def _table(rows: list[dict[str, Any]], failed: set[int]) -> dict[str, Any]:
+def _table(rows: list[dict[str, Any]], failed: Failed) -> dict[str, Any]:
     cols = sorted({r["hardware"] for r in rows})
     engines = sorted({r["engine"] for r in rows}, key=lambda e: (e[0], version_key(e[1])))
     grid: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from lair.errors import RegistryError
 from lair.recipe import Recipe
+from lair.registry.db.schema import Report
 from lair.registry.service.canonical import revision_model
 from lair.registry.service.certificates import with_certificates
 from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, VERSION, visible
 from lair.registry.service.quality import quality_rows
 from lair.registry.service.replication import with_attempts
 from lair.registry.service.speeds import shown_submitter
+from lair.registry.service.standing import has_standings
 
 __all__ = ["RecipeRecord", "RevisionInfo", "get_recipe", "get_revision", "version"]
 
@@ -79,14 +81,28 @@ _HISTORY = (
     .where(REVISIONS.c.recipe_id == sa.bindparam("rid"))
     .order_by(REVISIONS.c.number.desc())
 )
-_MEASUREMENTS = (
-    sa.select(MEASUREMENTS, REVISIONS.c.number.label("revision"), USERS.c.name.label("submitted_by_name"))
-    .join(REVISIONS, REVISIONS.c.id == MEASUREMENTS.c.revision_id)
-    .outerjoin(USERS, USERS.c.id == MEASUREMENTS.c.submitted_by)
-    .where(MEASUREMENTS.c.recipe_id == sa.bindparam("rid"), shown_submitter(MEASUREMENTS.c.submitted_by))
-    .where(sa.or_(MEASUREMENTS.c.provenance != "reported", REVISIONS.c.number == sa.bindparam("number")))
-    .order_by(MEASUREMENTS.c.context, MEASUREMENTS.c.concurrency, MEASUREMENTS.c.id)
-)
+_REPORTS = cast(sa.Table, Report.__table__)
+
+
+def _measurements_sql(filer_new: sa.ColumnElement[Any]) -> sa.Select[Any]:
+    return (
+        sa.select(
+            MEASUREMENTS,
+            REVISIONS.c.number.label("revision"),
+            USERS.c.name.label("submitted_by_name"),
+            filer_new,
+        )
+        .join(REVISIONS, REVISIONS.c.id == MEASUREMENTS.c.revision_id)
+        .outerjoin(USERS, USERS.c.id == MEASUREMENTS.c.submitted_by)
+        .outerjoin(_REPORTS, _REPORTS.c.id == MEASUREMENTS.c.report_id)
+        .where(MEASUREMENTS.c.recipe_id == sa.bindparam("rid"), shown_submitter(MEASUREMENTS.c.submitted_by))
+        .where(sa.or_(MEASUREMENTS.c.provenance != "reported", REVISIONS.c.number == sa.bindparam("number")))
+        .order_by(MEASUREMENTS.c.context, MEASUREMENTS.c.concurrency, MEASUREMENTS.c.id)
+    )
+
+
+_MEASUREMENTS = _measurements_sql(_REPORTS.c.filer_new)
+_MEASUREMENTS_0015 = _measurements_sql(sa.null().label("filer_new"))  # a database before migration 0016
 _REVISION = (
     sa.select(REVISIONS, USERS.c.name)
     .join(USERS, USERS.c.id == REVISIONS.c.author_id)
@@ -110,9 +126,8 @@ def _measurements(conn: Connection, recipe_id: int, revision_number: int) -> lis
     from lair.registry.service.reports import report_files
     from lair.registry.service.tiers import annotate
 
-    rows = [
-        _measurement(r) for r in conn.execute(_MEASUREMENTS, {"rid": recipe_id, "number": revision_number})
-    ]
+    stmt = _MEASUREMENTS if has_standings(conn) else _MEASUREMENTS_0015
+    rows = [_measurement(r) for r in conn.execute(stmt, {"rid": recipe_id, "number": revision_number})]
     return annotate(rows, report_files(conn, _report_ids(rows)))
 
 
@@ -144,6 +159,7 @@ def _measurement(r: Any) -> dict[str, Any]:
         "retracted_reason": r.retracted_reason,
         "report_id": r.report_id,
         "rig": r.rig_fingerprint,
+        "filer_new": r.filer_new,
     }
 
 

@@ -40,12 +40,14 @@ from lair.bench.aggregate import aggregate_cell
 
 __all__ = [
     "ABS_TOL",
+    "MAX_REPEAT_SPREAD",
     "MAX_STREAM_TOK_S",
     "NO_CERTIFICATE",
     "PROMPT_SLACK_TOKENS",
     "PROMPT_TOLERANCE",
     "REL_TOL",
     "Certified",
+    "by_cell",
     "check_cells",
     "check_certificate",
     "plausibility",
@@ -65,6 +67,13 @@ PROMPT_TOLERANCE = 0.10
 sizes prompts to the context within 1% with a token counter, and by a two-probe fit without one."""
 PROMPT_SLACK_TOKENS = 32
 """...and at least this many tokens either way (a chat template's opening tokens, small contexts)."""
+MAX_REPEAT_SPREAD = 0.25
+"""Largest spread of a verified cell's per-repeat decode speeds, (max - min) / median (25%). The repeats
+of a cell run back to back against one server, so they differ by the noise of one rig (a few percent
+on a GPU); rigs that replicate a row must agree within 10% (:data:`~.tiers.MAX_SPREAD`). A
+replication's band is the repeats' range widened by 5% each way (:mod:`lair.replication`): at 25% the
+band of a verified row reaches at most about 29% below and 30% above it, where repeats at 5, 200 and
+20,000 tok/s made a band that took any attempt. A cell over it is not verified (:mod:`.bounds`)."""
 
 _NUMBERS = (
     "ttft_ms_p50",
@@ -279,7 +288,8 @@ def _first_sends(key: tuple[int, int], reps: dict[int, list[dict[str, Any]]]) ->
     return out
 
 
-def _grouped(rows: list[dict[str, Any]]) -> dict[tuple[int, int], dict[int, list[dict[str, Any]]]]:
+def by_cell(rows: list[dict[str, Any]]) -> dict[tuple[int, int], dict[int, list[dict[str, Any]]]]:
+    """The raw request rows by cell (context, concurrency), then by repeat index."""
     groups: dict[tuple[int, int], dict[int, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         groups[(int(row["context"]), int(row["concurrency"]))][int(row["repeat"])].append(row)
@@ -291,7 +301,7 @@ def check_cells(bench: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list
     opts = bench.get("options") or {}
     want, force = int(opts.get("decode_tokens", 0)), bool(opts.get("force_output", True))
     interval = float(opts.get("read_interval_ms", 0.0))
-    groups, reasons, out = _grouped(rows), _row_reasons(rows) + plausibility(rows), []
+    groups, reasons, out = by_cell(rows), _row_reasons(rows) + plausibility(rows), []
     cells = bench.get("cells") or []
     if not cells:
         reasons.append("results.json holds no cells")

@@ -7,9 +7,18 @@ stored). Once the report is accepted, each target row is compared with the attem
 cell by :mod:`lair.replication`'s rule: the target's band comes from its own report's raw timings,
 recomputed here by the bench's aggregation (:func:`cell_stats`: never the uploader's summary), and
 the attempt's figures are the registry's recomputation of the new report. The attempt is stored
-(``replication_attempts``, migration 0010) as ``replicated`` or ``not-reproduced``; a row with no
-attempt is ``pending``. Each row of a recipe's page and JSON then carries its ``row_id`` and its
-``replication`` (:func:`with_attempts`).
+(``replication_attempts``, migration 0010) as ``replicated`` or ``not-reproduced``. Each row of a
+recipe's page and JSON then carries its ``row_id`` and its ``replication`` (:func:`with_attempts`).
+
+An attempt *counts* towards its row's status only when it could be evidence (:func:`not_counted`
+says why else): another account than the row's, on another rig (its rig fingerprint), and both the
+row and the attempt ``verified``. An attempt on one's own row, or from the row's own rig, is the same
+measurement again (``lair rebench`` files such attempts to watch its own rig: they are stored and
+shown, as "own"); an unverified attempt is the report's word, and the band of an unverified row
+was never held to anything (its repeats may span any range). So a forged slow upload never marks
+someone's row not-reproduced, and a friend's second account on the same machine never replicates
+it. A row with no counted attempt is ``pending``. Each attempt says who filed it, and whether that
+account was new when it did (:mod:`.standing`).
 """
 
 from __future__ import annotations
@@ -27,6 +36,8 @@ from lair.errors import RegistryError
 from lair.registry.db.schema import ReplicationAttempt
 from lair.registry.service.blobs import BlobStore
 from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, now, visible
+from lair.registry.service.standing import account_standing, standing_columns
+from lair.registry.service.verify import VERIFIED
 from lair.replication import NOT_REPRODUCED, REPLICATED, RowRef, compare, parse_row_id, verdict
 
 __all__ = [
@@ -36,6 +47,7 @@ __all__ = [
     "cell_stats",
     "check_targets",
     "has_attempts",
+    "not_counted",
     "parse_replicates",
     "record_attempts",
     "rig_label",
@@ -68,7 +80,8 @@ def parse_replicates(raw: str | None) -> RowRef | None:
 
 @dataclass(frozen=True)
 class Target:
-    """A row an upload replicates: its id, recipe, cell, figures and the report behind it."""
+    """A row an upload replicates: its id, recipe, cell, figures and the report behind it, and who
+    filed it from which rig with what tier."""
 
     id: int
     recipe_id: int
@@ -76,6 +89,31 @@ class Target:
     concurrency: int
     figures: dict[str, Any]
     report_id: str | None
+    submitted_by: int | None = None
+    rig: str | None = None
+    provenance: str = ""
+
+
+OWN_ACCOUNT = "own row: filed by the account that filed the row"
+OWN_RIG = "own rig: run on the rig the row was measured on (the same rig fingerprint)"
+ROW_UNVERIFIED = "the row is not verified: its band was never physically checked"
+ATTEMPT_UNVERIFIED = "the attempt is not verified"
+
+
+def not_counted(
+    row: tuple[int | None, str | None, str], attempt: tuple[int | None, str | None, str]
+) -> str | None:
+    """Why an attempt does not count towards its row's status (None: it counts); ``row`` and
+    ``attempt`` are each (account id, rig fingerprint, tier)."""
+    if attempt[0] == row[0]:
+        return OWN_ACCOUNT
+    if attempt[1] is not None and attempt[1] == row[1]:
+        return OWN_RIG
+    if row[2] != VERIFIED:
+        return ROW_UNVERIFIED
+    if attempt[2] != VERIFIED:
+        return ATTEMPT_UNVERIFIED
+    return None
 
 
 _FIGURES = ("prefill_tok_s", "decode_tok_s", "decode_tok_s_per_stream", "ttft_ms")
@@ -98,9 +136,12 @@ def check_targets(conn: Connection, ref: RowRef) -> list[Target]:
         .order_by(m.c.id)
     )
     rows = [
-        Target(r.id, r.recipe_id, r.context, r.concurrency, {k: getattr(r, k) for k in _FIGURES}, r.report_id)
+        Target(
+            r.id, r.recipe_id, r.context, r.concurrency, {k: getattr(r, k) for k in _FIGURES}, r.report_id,
+            r.submitted_by, r.rig_fingerprint, r.provenance,
+        )
         for r in conn.execute(stmt)
-    ]
+    ]  # fmt: skip
     if not rows:
         raise _bad(f"no row {ref} (it is not a row of that revision, or it was retracted)")
     return rows
@@ -181,9 +222,11 @@ def record_attempts(
                 comparison=json.dumps(doc), rig_fingerprint=rig, submitted_by=user_id, created_at=now(),
             )
         )  # fmt: skip
+        why = not_counted((t.submitted_by, t.rig, t.provenance), (user_id, rig, a.provenance))
         out.append(
-            {"row": t.id, "attempt_row": a.id, "outcome": outcome, "delta_pct": decode, "figures": doc}
-        )
+            {"row": t.id, "attempt_row": a.id, "outcome": outcome, "delta_pct": decode, "figures": doc,
+             "counted": why is None, "not_counted": why}
+        )  # fmt: skip
     return out
 
 
@@ -209,13 +252,29 @@ def has_attempts(conn: Connection) -> bool:
     return False
 
 
+_ROW = MEASUREMENTS.alias("row")
+_MINE = MEASUREMENTS.alias("mine")
+
+
 def _attempts(conn: Connection, ids: list[int]) -> dict[int, list[dict[str, Any]]]:
     from lair.registry.service.reports import REPORTS
 
     a = ATTEMPTS
     stmt = (
-        sa.select(a, USERS.c.name.label("by"), REPORTS.c.fingerprint)
+        sa.select(
+            a,
+            USERS.c.name.label("by"),
+            REPORTS.c.fingerprint,
+            *standing_columns(conn, REPORTS),
+            _ROW.c.submitted_by.label("row_by"),
+            _ROW.c.rig_fingerprint.label("row_rig"),
+            _ROW.c.provenance.label("row_tier"),
+            _MINE.c.provenance.label("tier"),
+            _MINE.c.note,
+        )
         .join(REPORTS, REPORTS.c.id == a.c.report_id)
+        .join(_ROW, _ROW.c.id == a.c.target_id)
+        .join(_MINE, _MINE.c.id == a.c.attempt_id)
         .outerjoin(USERS, USERS.c.id == a.c.submitted_by)
         .where(a.c.target_id.in_(ids))
         .where(
@@ -228,11 +287,15 @@ def _attempts(conn: Connection, ids: list[int]) -> dict[int, list[dict[str, Any]
     )
     out: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for r in conn.execute(stmt):
+        why = not_counted((r.row_by, r.row_rig, r.row_tier), (r.submitted_by, r.rig_fingerprint, r.tier))
+        if why == ATTEMPT_UNVERIFIED and r.note:
+            why = f"{why}: {r.note}"
         out[r.target_id].append(
             {
                 "outcome": r.outcome, "delta_pct": r.delta_pct, "rig": rig_label(json.loads(r.fingerprint)),
                 "rig_fingerprint": r.rig_fingerprint, "submitted_by": r.by, "report_id": r.report_id,
-                "attempt_row": r.attempt_id, "created_at": r.created_at.isoformat(),
+                "attempt_row": r.attempt_id, "created_at": r.created_at.isoformat(), "tier": r.tier,
+                "counted": why is None, "not_counted": why, "account": account_standing(r),
                 "figures": json.loads(r.comparison), "links": {"report": f"/reports/{r.report_id}"},
             }
         )  # fmt: skip
@@ -240,16 +303,25 @@ def _attempts(conn: Connection, ids: list[int]) -> dict[int, list[dict[str, Any]
 
 
 def _status(attempts: list[dict[str, Any]]) -> dict[str, Any]:
-    ok = sum(1 for x in attempts if x["outcome"] == REPLICATED)
-    bad = sum(1 for x in attempts if x["outcome"] == NOT_REPRODUCED)
-    status = PENDING if not attempts else REPLICATED if not bad else NOT_REPRODUCED if not ok else "mixed"
-    return {"status": status, "replicated": ok, "not_reproduced": bad, "attempts": attempts}
+    """The row's status from its counted attempts (the others are listed, never counted)."""
+    counted = [x for x in attempts if x["counted"]]
+    ok = sum(1 for x in counted if x["outcome"] == REPLICATED)
+    bad = sum(1 for x in counted if x["outcome"] == NOT_REPRODUCED)
+    status = PENDING if not counted else REPLICATED if not bad else NOT_REPRODUCED if not ok else "mixed"
+    new = sum(1 for x in counted if x["outcome"] == REPLICATED and x["account"]["new"])
+    left = len(attempts) - len(counted)
+    return {
+        "status": status, "replicated": ok, "not_reproduced": bad, "not_counted": left,
+        "replicated_by_new_accounts": new, "attempts": attempts,
+    }  # fmt: skip
 
 
 def with_attempts(conn: Connection, slug: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each row with its ``row_id`` and its ``replication``: the status
-    (``pending``, ``replicated``, ``not-reproduced``, ``mixed``), the counts and every attempt (rig,
-    account, outcome, decode delta, each figure against its band)."""
+    """Each row with its ``row_id`` and its ``replication``: the status of its counted attempts
+    (``pending``, ``replicated``, ``not-reproduced``, ``mixed``), the counts (``not_counted``: the
+    attempts that are not evidence; ``replicated_by_new_accounts``: counted replications filed by an
+    account that was new) and every attempt (rig, account and its standing, outcome, decode delta,
+    each figure against its band, ``counted`` and why not)."""
     ids = [int(r["id"]) for r in rows]
     found = _attempts(conn, ids) if ids and has_attempts(conn) else {}
     return [

@@ -42,6 +42,7 @@ from lair.registry.service.publish import (
 )
 from lair.registry.service.secrets import redact_log, screen_report
 from lair.registry.service.speeds import refresh_speeds
+from lair.registry.service.standing import DEFAULT_NEW_ACCOUNT_DAYS, filing_standing
 from lair.registry.service.stored import changed
 from lair.registry.service.verify import Found, Verified, verify_report
 from lair.replication import RowRef
@@ -119,12 +120,15 @@ def _record(
     user_id: int | None,
     kept: list[str],
     then: Callable[[], None] = lambda: None,
+    new_account_days: float = DEFAULT_NEW_ACCOUNT_DAYS,
 ) -> None:
+    at = now()
     conn.execute(
         sa.insert(REPORTS).values(
             id=report_id, digest=v.digest, recipe_id=ids[0], revision_id=ids[1], submitted_by=user_id,
             rig_fingerprint=v.rig, fingerprint=json.dumps(v.fingerprint, sort_keys=True),
-            files=json.dumps(kept), run_name=v.run_name[:500], created_at=now(),
+            files=json.dumps(kept), run_name=v.run_name[:500], created_at=at,
+            **filing_standing(conn, user_id, at, new_account_days),
         )
     )  # fmt: skip
     if v.rows:
@@ -184,11 +188,18 @@ def _discard(store: BlobStore, report_id: str) -> None:
 
 
 def submit_report(
-    conn: Connection, data: bytes, *, actor: Actor | None, store: BlobStore, replicates: RowRef | None = None
+    conn: Connection,
+    data: bytes,
+    *,
+    actor: Actor | None,
+    store: BlobStore,
+    replicates: RowRef | None = None,
+    new_account_days: float = DEFAULT_NEW_ACCOUNT_DAYS,
 ) -> dict[str, Any]:
     """Verify and store one report (``data``: the report folder as ``.tar.gz``) for ``actor``, who must be
     signed in with the publish scope; commit is the caller's. With ``replicates`` the report is a
-    replication attempt of that row (:mod:`.replication`)."""
+    replication attempt of that row (:mod:`.replication`). The report keeps its account's standing
+    (:mod:`.standing`: new when younger than ``new_account_days``)."""
     user_id = ensure(actor, "upload-report").id
     targets = replication.check_targets(conn, replicates) if replicates else []
     files = unpack(data)
@@ -218,7 +229,7 @@ def submit_report(
         store,
         report_id,
         kept,
-        lambda: _record(conn, v, ids["ids"], report_id, user_id, list(kept), link),
+        lambda: _record(conn, v, ids["ids"], report_id, user_id, list(kept), link, new_account_days),
     )
     out = {"ok": True, "id": report_id, "slug": v.found.slug, "revision": v.found.revision, "rows": v.rows}
     return out | {"quality": v.quality} | ({"replication": linked} if replicates else {})

@@ -13,6 +13,12 @@ there are always two rows from different accounts on different rigs (rows that p
 account or a rig all share the same one), so the group is replicated when they also agree. Rows
 with no submitter count as one unknown account. Retracted rows stay in the list, struck, and never
 count.
+
+An account costs nothing, so two of them are no proof of two people. Each row says how many of its
+group's accounts were *new* when they filed (``new_accounts``: younger than the registry's
+``new_account_days`` or with nothing filed before, :mod:`.standing`), and a replicated row that would
+not be replicated without them says so (``new_account_replication``): shown as such, not hidden, since
+a new account is also how every honest replicator starts.
 """
 
 from __future__ import annotations
@@ -33,19 +39,22 @@ _CHECKED = "verified"
 """The only stored tier that counts towards replication (a reported-by-report row was not checked)."""
 
 
-def _group_stats(rows: list[dict[str, Any]]) -> tuple[int, int, float | None]:
-    """(rigs, accounts, spread) of a group's verified rows with a decode speed."""
+def _group_stats(rows: list[dict[str, Any]]) -> tuple[int, int, float | None, int]:
+    """(rigs, accounts, spread, new accounts) of a group's verified rows with a decode speed (an
+    account is new when every row of its in the group was filed while it was new)."""
     per_rig: dict[str, list[float]] = defaultdict(list)
-    accounts: set[str] = set()
+    accounts: dict[str, bool] = {}
     for r in rows:
         if r.get("decode_tok_s") is not None:
             per_rig[r.get("rig") or r.get("report_id") or str(r["id"])].append(float(r["decode_tok_s"]))
-            accounts.add(str(r.get("submitted_by") or "?"))
+            who = str(r.get("submitted_by") or "?")
+            accounts[who] = accounts.get(who, True) and r.get("filer_new") is True
+    new = sum(accounts.values())
     speeds = [percentile(v, 50) for v in per_rig.values()]
     if len(speeds) < 2:
-        return len(per_rig), len(accounts), None
+        return len(per_rig), len(accounts), None, new
     mid = percentile(speeds, 50)
-    return len(per_rig), len(accounts), (max(speeds) - min(speeds)) / mid if mid > 0 else None
+    return len(per_rig), len(accounts), (max(speeds) - min(speeds)) / mid if mid > 0 else None, new
 
 
 def _links(rid: str, files: list[str]) -> dict[str, str]:
@@ -63,16 +72,18 @@ def _replicated(rigs: int, accounts: int, spread: float | None) -> bool:
 
 
 def annotate(rows: list[dict[str, Any]], files: dict[str, list[str]]) -> list[dict[str, Any]]:
-    """Each row with ``tier``, ``rigs``, ``accounts``, ``spread`` (verified rows) and ``links`` (site
-    paths) to its report's page, fingerprint, raw timings and engine log; ``files`` lists each
-    report's raw files. A row's ``submitted_by`` names its account."""
+    """Each row with ``tier``, ``rigs``, ``accounts``, ``spread``, ``new_accounts`` and
+    ``new_account_replication`` (verified rows) and ``links`` (site paths) to its report's page,
+    fingerprint, raw timings and engine log; ``files`` lists each report's raw files. A row's
+    ``submitted_by`` names its account, ``filer_new`` whether it was new when it filed the row."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         if r["provenance"] == _CHECKED and not r.get("retracted"):
             groups[(r["revision"], r["context"], r["concurrency"])].append(r)
     out = []
     for r in rows:
-        none: dict[str, Any] = {"rigs": None, "accounts": None, "spread": None}
+        none: dict[str, Any] = {"rigs": None, "accounts": None, "spread": None, "new_accounts": None}
+        none["new_account_replication"] = False
         if not r.get("report_id") or r["provenance"] == "reported":
             out.append(r | {"tier": r["provenance"]} | none | {"links": {}})
             continue
@@ -80,8 +91,13 @@ def annotate(rows: list[dict[str, Any]], files: dict[str, list[str]]) -> list[di
         if r["provenance"] != _CHECKED:  # reported-by-report: its note says why
             out.append(r | {"tier": r["provenance"]} | none | {"links": links})
             continue
-        rigs, accounts, spread = _group_stats(groups.get((r["revision"], r["context"], r["concurrency"]), []))
+        rigs, accounts, spread, new = _group_stats(
+            groups.get((r["revision"], r["context"], r["concurrency"]), [])
+        )
         replicated = _replicated(rigs, accounts, spread) and not r.get("retracted")
         tier = "replicated" if replicated else "verified"
-        out.append(r | {"tier": tier, "rigs": rigs, "accounts": accounts, "spread": spread, "links": links})
+        flags = {"new_accounts": new, "new_account_replication": replicated and accounts - new < MIN_ACCOUNTS}
+        out.append(
+            r | {"tier": tier, "rigs": rigs, "accounts": accounts, "spread": spread, "links": links} | flags
+        )
     return out

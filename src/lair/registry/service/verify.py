@@ -13,7 +13,9 @@
    it was physically checked: the fingerprint names GPUs the catalog knows by their whole name
    (nvidia-smi's spellings), the registry knows the model's facts, and every figure the row holds
    has a ceiling it stays under. Otherwise the row is accepted as ``reported-by-report`` (the
-   report's word, consistent with its raw timings) and its ``note`` says why (:func:`row_tier`);
+   report's word, consistent with its raw timings) and its ``note`` says why (:func:`row_tier`). A
+   cell whose every repeat is not on the roofline, whose repeats' decode speeds disagree, or whose
+   energy figures no GPU of the fingerprint could have drawn is not verified either (:mod:`.bounds`);
 5. with an evaluation (``lair eval --recipe``, ``lair launch --eval``), every suite agrees with its
    per-sample records, re-scored where the registry can (:mod:`.rescore`). A report may hold an
    evaluation and no speed cells.
@@ -21,6 +23,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -30,9 +33,10 @@ from typing import Any
 from lair.recipe import Recipe
 from lair.registry.service.archive import refuse
 from lair.registry.service.asrun import check_as_run
+from lair.registry.service.bounds import power_reasons, repeats_of, roofline_reasons, spread_reasons
 from lair.registry.service.canonical import recipe_from_canonical
 from lair.registry.service.certificates import summary
-from lair.registry.service.recompute import NO_CERTIFICATE, Certified, check_cells, check_certificate
+from lair.registry.service.recompute import NO_CERTIFICATE, Certified, by_cell, check_cells, check_certificate
 from lair.registry.service.report_schema import (
     Fingerprint,
     RequestRow,
@@ -160,26 +164,67 @@ def _revision(
     return found
 
 
-def _ratings(recipe: Recipe, fp: dict[str, Any], cells: list[dict[str, Any]]) -> tuple[list[Any], str]:
-    """Each cell on the roofline of the GPUs the fingerprint names (never the recipe's declared ones),
-    or None for every cell and why there is no roofline (model facts unknown, no GPU or an unknown
-    one in the fingerprint)."""
+@dataclass(frozen=True)
+class Roofline:
+    """The roofline of a report's cells on the GPUs its fingerprint names: ``rate`` (context,
+    concurrency, prefill tok/s, decode tok/s per stream) -> the rating; ``hw`` those GPUs."""
+
+    rate: Callable[[int, int, float | None, float | None], dict[str, Any]]
+    hw: Any
+
+
+def _roofline(recipe: Recipe, fp: dict[str, Any]) -> tuple[Roofline | None, str]:
+    """The roofline of the GPUs the fingerprint names (never the recipe's declared ones), or None and
+    why there is none (model facts unknown, no GPU or an unknown one in the fingerprint)."""
     from lair.fit import Measured, layout_from_recipe, rate_row
     from lair.registry.service.fitting import fingerprint_hardware, table_facts
 
     facts, why = table_facts(recipe)
     if facts is None:
-        return [None] * len(cells), why
+        return None, why
     hw, why = fingerprint_hardware(fp)
     if hw is None:
+        return None, why
+    layout, gpus = layout_from_recipe(recipe), f"{hw.gpus}x {hw.device.name}"
+
+    def rate(ctx: int, conc: int, prefill: float | None, decode: float | None) -> dict[str, Any]:
+        m = Measured(ctx, conc, prefill, decode)
+        return rate_row(facts, hw, layout, m, decode_is_aggregate=False).as_dict() | {"gpus": gpus}
+
+    return Roofline(rate, hw), ""
+
+
+def _shape(c: dict[str, Any]) -> tuple[int, int]:
+    """The (prompt tokens, concurrency) a cell is rated at."""
+    return int(c.get("prompt_tokens") or c["context"]), int(c["concurrency"])
+
+
+def _ratings(roof: Roofline | None, why: str, cells: list[dict[str, Any]]) -> tuple[list[Any], str]:
+    """Each cell's headline on the roofline, or None for every cell and why there is no roofline."""
+    if roof is None:
         return [None] * len(cells), why
-    layout, out = layout_from_recipe(recipe), []
+    return [
+        roof.rate(*_shape(c), c.get("prefill_tok_s"), c.get("decode_tok_s_per_stream")) for c in cells
+    ], ""
+
+
+def _bounds(
+    roof: Roofline | None, cells: list[dict[str, Any]], rows: list[dict[str, Any]]
+) -> dict[tuple[int, int], list[str]]:
+    """Why each cell that has a roofline fails :mod:`.bounds` (its repeats, its energy); a cell with
+    reasons is not verified."""
+    if roof is None:
+        return {}
+    groups, out = by_cell(rows), {}
     for c in cells:
-        ctx, conc = int(c.get("prompt_tokens") or c["context"]), int(c["concurrency"])
-        m = Measured(ctx, conc, c.get("prefill_tok_s"), c.get("decode_tok_s_per_stream"))
-        rating = rate_row(facts, hw, layout, m, decode_is_aggregate=False).as_dict()
-        out.append(rating | {"gpus": f"{hw.gpus}x {hw.device.name}"})
-    return out, ""
+        key, (ctx, conc) = (int(c["context"]), int(c["concurrency"])), _shape(c)
+        where, reps = f"cell ctx {key[0]} x{key[1]}", groups.get(key, {})
+        repeats = repeats_of(reps)
+        why = roofline_reasons(where, repeats, functools.partial(roof.rate, ctx, conc))
+        why += spread_reasons(where, repeats)
+        why += power_reasons(where, c.get("certificate") or {}, roof.hw.device, roof.hw.gpus, reps)
+        out[key] = why
+    return out
 
 
 def _tier(rate: dict[str, Any] | None, why: str) -> tuple[str, str]:
@@ -203,7 +248,8 @@ def row_tier(recipe: Recipe, fp: dict[str, Any], cell: dict[str, Any]) -> tuple[
     prefill_tok_s, decode_tok_s_per_stream) by the rules an upload follows now; a row above its
     roofline, which an upload refuses, is ``reported-by-report`` saying so (a stored row from before
     the rules is re-tiered, never deleted: migration 0008)."""
-    (rate,), why = _ratings(recipe, fp, [cell])
+    roof, why = _roofline(recipe, fp)
+    (rate,), why = _ratings(roof, why, [cell])
     if rate is not None and rate["implausible"]:
         return BY_REPORT, f"above 100% of the roofline ({rate['why']})"
     return _tier(rate, why)
@@ -217,14 +263,27 @@ def _certified_tier(tier: str, note: str, cert: Certified, key: tuple[int, int])
     return tier, "; ".join([x for x in (note, *cert.notes.get(key, [])) if x])
 
 
+def _bounded_tier(tier: str, note: str, reasons: list[str]) -> tuple[str, str]:
+    """A cell that fails :mod:`.bounds` is reported-by-report, the reasons first in its note."""
+    if tier != VERIFIED or not reasons:
+        return tier, note
+    return BY_REPORT, "; ".join([*reasons, *([note] if note else [])])
+
+
 def _speed_rows(
-    cells: list[dict[str, Any]], ratings: list[Any], why: str, cert: Certified, run: dict[str, Any] | None
+    cells: list[dict[str, Any]],
+    ratings: list[Any],
+    why: str,
+    cert: Certified,
+    run: dict[str, Any] | None,
+    bounds: dict[tuple[int, int], list[str]],
 ) -> list[dict[str, Any]]:
     """The rows of the cells: figures, roofline, tier and note, the cell's energy and what the page
     shows of its certificate (:func:`~.certificates.summary`; None: the cell has none)."""
     out = []
     for c, rate in zip(cells, ratings, strict=True):
-        tier, note = _certified_tier(*_tier(rate, why), cert, (int(c["context"]), int(c["concurrency"])))
+        key = (int(c["context"]), int(c["concurrency"]))
+        tier, note = _bounded_tier(*_certified_tier(*_tier(rate, why), cert, key), bounds.get(key, []))
         out.append(
             {
                 "context": c["context"],
@@ -271,13 +330,15 @@ def verify_report(files: dict[str, bytes], find_revision: Callable[[str], Found 
     reasons += cert.reasons
     reasons += eval_reasons
     fp = doc.get("fingerprint") or {}
-    ratings, why = _ratings(recipe_from_canonical(found.toml), fp, cells) if found else ([], "")
+    roof, why = _roofline(recipe_from_canonical(found.toml), fp) if found else (None, "")
+    ratings, why = _ratings(roof, why, cells) if found else ([], "")
     for cell, rate in zip(cells, ratings, strict=False):
         if rate and rate["implausible"]:
             where = f"cell ctx {cell['context']} x{cell['concurrency']}"
             reasons.append(f"{where}: above 100% of the roofline ({rate['why']})")
     if reasons or found is None:
         raise refuse(422, "report_refused", reasons)
-    rows_out = _speed_rows(cells, ratings, why, cert, doc["bench"].get("certificate"))
+    bounds = _bounds(roof, cells, rows)
+    rows_out = _speed_rows(cells, ratings, why, cert, doc["bench"].get("certificate"), bounds)
     digest = digest_of(rows, doc, files.get(SAMPLES, b""))
     return Verified(found, digest, rig_fingerprint(fp), fp, str(doc.get("run_name") or ""), rows_out, quality)

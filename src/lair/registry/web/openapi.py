@@ -62,11 +62,24 @@ def _measurement() -> dict[str, Any]:
             "rigs": INT,
             "accounts": INT,
             "spread": NUM,
+            "filer_new": {
+                "type": ["boolean", "null"],
+                "description": "whether the account was new when it filed the row (null: not known)",
+            },
+            "new_accounts": {
+                **INT,
+                "description": "accounts of the row's group that were new when they filed",
+            },
+            "new_account_replication": {
+                "type": "boolean",
+                "description": "replicated only with the help of accounts that were new when they filed",
+            },
             "links": {"type": "object", "additionalProperties": {"type": "string"}},
             "row_id": {"type": "string", "description": "the row's stable id, SLUG@REVISION#ID"},
             "replication": {
                 "type": "object",
-                "description": "status (pending, replicated, not-reproduced, mixed), counts and attempts[]",
+                "description": "status of the counted attempts (pending, replicated, not-reproduced, mixed), "
+                "counts and attempts[] (each with counted, not_counted and the account's standing)",
             },
             "certificate": {
                 "type": ["object", "null"],
