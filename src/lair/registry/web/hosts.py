@@ -10,14 +10,16 @@ The ``Host`` header is whatever the client sent. It never goes into a link, llms
 - else (no names known, e.g. bound to ``0.0.0.0`` with neither), links are relative (``/recipes/x``)
   and OpenAPI's server is ``/``.
 
-When a public URL or allowed hosts are set, a request for any other host name is answered 400
-``bad_host`` before any route runs (the name is not echoed): DNS rebinding and Host-header
+When a public URL or allowed hosts are set, a request for any other host name, or a ``Host`` that is
+more than ``host[:port]`` (userinfo, a path), is answered 400 ``bad_host`` before any route runs (the
+name is not echoed): DNS rebinding and Host-header
 poisoning get nothing. ``/api/v1/health`` answers every name (probes use the pod's address). A name
 may start with ``*.`` to allow its subdomains; ``*`` alone allows every name.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,9 +28,24 @@ from starlette.requests import Request
 
 from lair.registry.web.render import error_response
 
-__all__ = ["HEALTH_PATH", "LOOPBACK", "allowed_hosts", "base_url", "host_allowed", "host_name", "refuse_host"]
+__all__ = [
+    "HEALTH_PATH",
+    "LOOPBACK",
+    "allowed_hosts",
+    "authority_host",
+    "base_url",
+    "host_allowed",
+    "host_name",
+    "refuse_host",
+]
 
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
+_AUTHORITY = re.compile(
+    r"(?:\[(?P<ipv6>[0-9A-Fa-f:.]{2,45})\]|(?P<name>[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252}[A-Za-z0-9_.])?))"
+    r"(?::(?P<port>[0-9]{1,5}))?"
+)
+"""RFC 3986's authority as a Host header carries it (no userinfo): a DNS name or IPv4 address, or an
+IPv6 address in brackets, and an optional port."""
 HEALTH_PATH = "/api/v1/health"
 """Answered for every host name, without the data version or the cache: it reports the database."""
 
@@ -49,9 +66,26 @@ def allowed_hosts(public_url: str, names: Iterable[str]) -> frozenset[str]:
     return frozenset(out)
 
 
+def authority_host(value: str) -> str | None:
+    """The host of a ``Host`` header that is an authority and nothing else: ``host[:port]`` or
+    ``[IPv6][:port]``, lower case, without the port or brackets; None for anything more (userinfo:
+    ``127.0.0.1:18080@evil.example`` would make every link point at evil.example; a path, spaces,
+    two ports, a port over 65535)."""
+    m = _AUTHORITY.fullmatch(value)
+    if m is None or (m["port"] and int(m["port"]) > 65535):
+        return None
+    return (m["ipv6"] or m["name"]).lower()
+
+
 def host_allowed(host: str, allowed: frozenset[str]) -> bool:
-    name = host_name(host)
-    if not allowed or "*" in allowed or name in allowed:
+    """Whether the ``Host`` header ``host`` is a well-formed authority naming an allowed host (any
+    well-formed one when ``allowed`` is empty or holds ``*``)."""
+    if not allowed:
+        return True
+    name = authority_host(host)
+    if name is None:
+        return False
+    if "*" in allowed or name in allowed:
         return True
     return any(a.startswith("*.") and name.endswith(a[1:]) for a in allowed)
 
