@@ -91,22 +91,20 @@ OWN: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Google API Key", re.compile(r"AIza[0-9A-Za-z_-]{35}")),
     ("lair API token", re.compile(r"lair_[A-Za-z0-9_-]{40,}")),
     (
-        "Private Key",  # the whole block: its body within 16 KiB of the header (bounded backtracking)
+        "Private Key",  # the whole block: a body of at most 16 KiB without "-----" (one pass)
         re.compile(
             r"BEGIN[A-Z ]{0,40} PRIVATE KEY(?: BLOCK)?-----"
-            r"(?:[\s\S]{0,16384}?-----END[A-Z ]{0,40} PRIVATE KEY(?: BLOCK)?-----)?"
+            r"(?:(?:[A-Za-z0-9+/=\s:,.]|-(?!----)){0,16384}-----END[A-Z ]{0,40} PRIVATE KEY(?: BLOCK)?-----)?"
         ),
     ),
     (
-        "URL password",
-        re.compile(
-            rf"\b[A-Za-z][A-Za-z0-9+.-]{{1,20}}://[^\s:/?#@\"']*:(?P<v>{_NOT_PLACEHOLDER}[^\s/?#@\"']{{1,256}})@"
-        ),
+        "URL password",  # scheme://user:PASSWORD@host; anchored on "://", a literal the scan jumps to
+        re.compile(rf"://[^\s:/?#@\"']*:(?P<v>{_NOT_PLACEHOLDER}[^\s/?#@\"']{{1,256}})@"),
     ),
     (
         "secret flag value",  # --api-key V, --api_key=V, "--api-key", "V"
         re.compile(
-            rf"(?<![A-Za-z0-9])--(?:[A-Za-z0-9]+[-_])*?{SECRET_FLAGS}(?:=|\s+|[\"']\s*,\s*[\"'])"
+            rf"--(?<![A-Za-z0-9]--)(?:[A-Za-z0-9]+[-_])*?{SECRET_FLAGS}(?:=|\s+|[\"']\s*,\s*[\"'])"
             rf"(?P<v>{_NOT_PLACEHOLDER}(?=[^\s\"',;]*\d)(?=[^\s\"',;]*[A-Za-z])[^\s\"',;]{{6,}})",
             re.IGNORECASE,
         ),
