@@ -138,6 +138,33 @@ def test_a_table_of_contents_with_anything_but_lairs_tables_is_refused(entry: st
     assert "holds what is not lair's registry" in refused.value.message
 
 
+def test_a_sqlite_backup_with_a_trigger_is_refused_and_nothing_loads(tmp_path: Path) -> None:
+    url = connect_url(str(tmp_path / "source.sqlite3"))
+    _registry(url)
+    with sqlite3.connect(tmp_path / "source.sqlite3") as conn:
+        conn.execute(
+            "CREATE TRIGGER evil AFTER INSERT ON users"
+            " BEGIN UPDATE users SET is_admin = 1 WHERE id = NEW.id; END"
+        )
+        conn.execute("CREATE VIEW everyone AS SELECT name, password_hash FROM users")
+    engine = make_engine(url)
+    with engine.begin() as c:  # the trigger works: every new account is an admin
+        create_user(c, "mallory", password="correct horse battery staple")
+        assert c.execute(sa.text("SELECT is_admin FROM users WHERE name = 'mallory'")).scalar() == 1
+    engine.dispose()
+    archive = tmp_path / "tampered.tar.gz"
+    backup(url, FileBlobStore(tmp_path / "blobs"), archive)
+
+    target = tmp_path / "restored.sqlite3"
+    with pytest.raises(RegistryError) as refused:
+        restore(archive, connect_url(str(target)), FileBlobStore(tmp_path / "restored"))
+    assert refused.value.status == 422
+    assert "database.sqlite3: the database file holds what is not lair's registry" in str(refused.value)
+    assert "trigger evil" in str(refused.value) and "view everyone" in str(refused.value)
+    with sqlite3.connect(target) as conn:
+        assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)
+
+
 # ---------------------------------------------------------------------------------------------
 # the archive's members (on SQLite: they are checked before either kind of database is touched)
 

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import sqlalchemy as sa
+from alembic.util import CommandError
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import make_url
@@ -282,8 +283,39 @@ def _empty(engine: Engine, where: str) -> None:
         )
 
 
+def _sqlite_objects(path: Path) -> set[tuple[str, str]]:
+    """(type, name) of every object in the SQLite file at ``path`` but SQLite's own (``sqlite_*``)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite^_%' ESCAPE '^'")
+        return {(str(t), str(n)) for t, n in rows}
+    finally:
+        conn.close()
+
+
+def _refuse_sqlite_extras(db: Path, revision: str | None, tmp: Path, where: str) -> None:
+    """Refuse a SQLite backup holding any object (a trigger, a view, a table, an index) that lair's
+    migrations do not create at its revision: a trigger would run on every later write (one that
+    made each new account an admin was restored as it was)."""
+    scratch = make_engine(f"sqlite:///{tmp / 'expected.sqlite3'}")
+    try:
+        migrate(scratch, revision or "head")
+    except CommandError as exc:
+        raise _invalid(where, f"schema revision {revision!r} is not known here ({exc})") from None
+    finally:
+        scratch.dispose()
+    try:
+        extra = sorted(_sqlite_objects(db) - _sqlite_objects(tmp / "expected.sqlite3"))
+    except sqlite3.DatabaseError as exc:
+        raise _invalid(where, f"the database file cannot be read ({exc})") from None
+    if extra:
+        shown = "; ".join(f"{t} {n}" for t, n in extra[:10])
+        raise _invalid(where, f"the database file holds what is not lair's registry: {shown}")
+
+
 def _load_sqlite(url: str, engine: Engine, m: Manifest, data: bytes, tmp: Path, where: str) -> None:
     (tmp / "db").write_bytes(data)
+    _refuse_sqlite_extras(tmp / "db", m.revision, tmp, f"{where}:{DB_MEMBER['sqlite']}")
     src, dst = sqlite3.connect(tmp / "db"), sqlite3.connect(sqlite_path(url))
     try:
         src.backup(dst)
