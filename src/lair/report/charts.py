@@ -69,6 +69,9 @@ class Chart:
     unit: str  # "tok/s", "ms"
     series: Sequence[Series] = field(default_factory=tuple)
     roofline_label: str = "roofline"
+    solid_label: str = "verified (solid)"
+    """The legend's name of the solid style (``verified`` series): the tiers of the rows drawn so,
+    in lair.vocabulary's words (a chart of reported-by-report rows never says "verified")."""
 
 
 def nice_ticks(top: float, count: int = 5) -> list[float]:
@@ -145,7 +148,8 @@ def _legend_entries(chart: Chart, colours: dict[int | None, str]) -> list[tuple[
         out.append((label, {"color": colours[conc], "linewidth": 3}))
     tiers = {s.tier for s in chart.series}
     for tier in [t for t in ("verified", "reported") if t in tiers]:
-        out.append((_STYLE_NAMES[tier], {"color": "#374151", "linestyle": _DASHES[tier]}))
+        name = chart.solid_label if tier == "verified" else _STYLE_NAMES[tier]
+        out.append((name, {"color": "#374151", "linestyle": _DASHES[tier]}))
     if "roofline" in tiers:
         above = ", partly above the axis" if _top(chart)[1] else ""
         label = "\n".join(textwrap.wrap(f"{chart.roofline_label} (dotted{above})", 30))
@@ -298,7 +302,9 @@ def render(chart: Chart) -> str:
     )
     if not series:
         return ""
-    return _render(Chart(chart.title, chart.quantity, chart.unit, series, chart.roofline_label))
+    return _render(
+        Chart(chart.title, chart.quantity, chart.unit, series, chart.roofline_label, chart.solid_label)
+    )
 
 
 @lru_cache(maxsize=256)  # a chart is 5-20 KB: at most a few MB

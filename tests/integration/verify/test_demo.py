@@ -14,11 +14,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from lair.testing.registry import free_port
+from lair.vocabulary import TIERS
 
 pytestmark = [pytest.mark.integration]
 
@@ -110,6 +112,7 @@ def test_demo_serves_the_verified_row_and_ctrl_c_leaves_nothing(lair_home: Path,
         listed = json.loads(_get(f"{base}/api/v1/recipes") or "{}")["items"]
         assert {i["slug"] for i in listed} >= {"tiny-cpu", *_seeded(tmp_path)}
         assert re.search(r'<tr class="[^"]*" data-provenance="reported-by-report">', page)
+        _tier_words_match_the_stored_tiers(base, log.read_text())
     except BaseException:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
@@ -157,6 +160,71 @@ def test_sigterm_to_the_demo_alone_mid_launch_stops_the_engine_and_the_registry(
             assert s.connect_ex(("127.0.0.1", listening)) != 0, (listening, err)
     folder = re.search(r"demo folder: (\S+)", err)
     assert folder and not Path(folder.group(1)).exists(), err
+
+
+_TIER_WORD = re.compile(
+    r"(?<![\w-])(?<!not )(reported-by-report|reported|verified|replicated)(?![\w-])", re.I
+)
+"""A tier word stated of a row ("not verified: why" states none)."""
+
+
+class _Claims(HTMLParser):
+    """The text of every element of a page that states a tier (the tier cell of a row, a report's
+    tier summary, a chart's legend), by the tier its row says it has (``data-tier``/``data-provenance``
+    of the nearest row; None outside a row). Legends that define every tier are not claims."""
+
+    CLAIMS = ("tier", "tier-summary", "verified-speed")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claims: list[tuple[str | None, str]] = []
+        self._row: list[str | None] = []
+        self._open: list[bool] = []
+        self._text: list[str] = []
+        self._legend = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "tr":
+            self._row.append(a.get("data-tier") or a.get("data-provenance"))
+        classes = set((a.get("class") or "").split())
+        claim = bool(classes & set(self.CLAIMS)) or a.get("data-part") == "legend"
+        self._open.append(claim)
+        if claim:
+            self._text = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "tr" and self._row:
+            self._row.pop()
+        if self._open and self._open.pop():
+            self.claims.append((self._row[-1] if self._row else None, " ".join(self._text)))
+
+    def handle_data(self, data: str) -> None:
+        self._text.append(data)
+
+
+def _tier_words_match_the_stored_tiers(base: str, cli_output: str) -> None:
+    """Every tier word a page or the CLI states is the tier the registry stored for that row (issue:
+    "verified" for reported-by-report rows in the demo, the report page and the chart legend)."""
+    doc = json.loads(_get(f"{base}/api/v1/recipes/tiny-cpu.json") or "{}")
+    stored = {str(m["tier"]) for m in doc["measurements"]}
+    assert stored and stored <= set(TIERS), stored
+    reports = {m["report_id"] for m in doc["measurements"] if m.get("report_id")}
+    pages = [f"{base}/recipes/tiny-cpu", *(f"{base}/reports/{r}" for r in reports)]
+    for url in pages:
+        parser = _Claims()
+        parser.feed(_get(url) or "")
+        assert parser.claims, f"{url} states no tier"
+        for row_tier, text in parser.claims:
+            words = {w.lower() for w in _TIER_WORD.findall(text)}
+            if row_tier is not None:
+                assert row_tier in stored and text.strip().lower().startswith(row_tier), (url, row_tier, text)
+            assert words <= stored, (url, text, stored)  # never a tier no row of the recipe has
+        assert "Verified for" not in (_get(url) or "")
+    for line in cli_output.splitlines():
+        if line.startswith("stored: report"):
+            assert {w.lower() for w in _TIER_WORD.findall(line)} <= stored, line
+            assert "reported-by-report" in line, line
 
 
 def _seeded(tmp_path: Path) -> list[str]:

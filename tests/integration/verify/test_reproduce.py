@@ -191,7 +191,7 @@ def test_a_slowed_rig_is_not_reproduced_with_the_delta(
         "pending",
     )
     page = _page(base, "tiny-cpu-threads")
-    assert "<strong>not reproduced</strong> on CPU" in page and f"decode {link['delta_pct']:+.1f}%" in page
+    assert "<strong>not reproduced here</strong> on CPU" in page and f"decode {link['delta_pct']:+.1f}%" in page
 
 
 VLLM = Path(__file__).resolve().parents[3] / "examples" / "tiny-vllm-cpu" / "recipe.toml"

@@ -141,7 +141,7 @@ def test_an_attempt_within_the_band_is_replicated_and_shown_as_the_row_s_own(sit
     assert a["report_id"] == res.json()["id"] and a["outcome"] == "replicated" and a["counted"] is False
     page = site.client.get("/recipes/tiny-cpu").text
     assert 'data-outcome="replicated" data-counted="no"' in page
-    shown = f'<strong>replicated</strong> <span class="not-counted">(not counted: {OWN_ACCOUNT})</span>'
+    shown = f'<strong>reproduced here</strong> <span class="not-counted">(not counted: {OWN_ACCOUNT})</span>'
     assert f"{shown} on CPU AMD EPYC" in page
 
 

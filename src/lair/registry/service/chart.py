@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from lair.report.charts import Chart, Series, Tier, render
+from lair.vocabulary import REPORTED, TIERS, VERIFIED
 
 __all__ = ["PENDING_CLASS", "chart_key", "chart_store", "speed_chart", "store_svgs"]
 
@@ -97,7 +98,8 @@ _Points = dict[tuple[int | None, Tier], dict[int, list[float]]]
 
 
 def _tier(row: dict[str, Any]) -> Tier:
-    return "reported" if (row.get("tier") or row["provenance"]) == "reported" else "verified"
+    """The line style: dashed for the author's numbers, solid for any row from a run report."""
+    return "reported" if (row.get("tier") or row["provenance"]) == REPORTED else "verified"
 
 
 def _series(points: _Points) -> list[Series]:
@@ -137,6 +139,15 @@ def speed_chart(rows: list[dict[str, Any]]) -> str:
     label = f"roofline, {gpus}" if gpus else "roofline"
     decode = _chart(live, "decode_tok_s", "decode_roofline_tok_s", per_conc=True)
     prefill = _chart(live, "prefill_tok_s", "prefill_roofline_tok_s", per_conc=False)
-    return _draw(Chart("decode by context", "decode, all streams", "tok/s", decode, label)) + _draw(
-        Chart("prefill by context", "prefill", "tok/s", prefill, label)
+    solid = solid_label(live)
+    return _draw(Chart("decode by context", "decode, all streams", "tok/s", decode, label, solid)) + _draw(
+        Chart("prefill by context", "prefill", "tok/s", prefill, label, solid)
     )
+
+
+def solid_label(rows: list[dict[str, Any]]) -> str:
+    """The solid style's legend entry: the tiers of the rows from run reports, weakest first
+    (``reported-by-report (solid)``, ``verified, replicated (solid)``)."""
+    found = {str(r.get("tier") or r["provenance"]) for r in rows}
+    names = [t for t in TIERS if t in found and t != REPORTED] or [VERIFIED]
+    return f"{', '.join(names)} (solid)"

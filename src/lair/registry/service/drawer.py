@@ -59,13 +59,15 @@ def note_pending(conn: sa.Connection, recipe_id: int) -> None:
 
 def _to_json(chart: Chart) -> str:
     series = [[s.concurrency, [list(p) for p in s.points], s.tier, s.label] for s in chart.series]
-    return json.dumps([chart.title, chart.quantity, chart.unit, series, chart.roofline_label])
+    return json.dumps(
+        [chart.title, chart.quantity, chart.unit, series, chart.roofline_label, chart.solid_label]
+    )
 
 
 def _from_json(line: str) -> Chart:
-    title, quantity, unit, series, roof = json.loads(line)
+    title, quantity, unit, series, roof, solid = json.loads(line)
     lines = [Series(c, [tuple(p) for p in pts], t, label) for c, pts, t, label in series]
-    return Chart(title, quantity, unit, lines, roof)
+    return Chart(title, quantity, unit, lines, roof, solid)
 
 
 class _Child:

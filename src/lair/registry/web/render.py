@@ -13,6 +13,7 @@ from starlette.responses import Response
 
 from lair.registry.service.page import fmt_tokens
 from lair.registry.service.timefmt import http_date
+from lair.vocabulary import attempt_word, tiers_phrase
 
 __all__ = ["envelope", "error_response", "html", "json_response", "page_env", "text", "wants_json"]
 
@@ -45,6 +46,8 @@ def page_env() -> Environment:
     env.filters["num"] = _num
     env.filters["sig"] = _sig
     env.filters["tokens"] = fmt_tokens
+    env.filters["tiers"] = tiers_phrase  # lair.vocabulary: the one set of words for tiers
+    env.filters["attempt"] = attempt_word
     env.trim_blocks = env.lstrip_blocks = True
     return env
 
