@@ -303,11 +303,12 @@ def _attempts(conn: Connection, ids: list[int]) -> dict[int, list[dict[str, Any]
 
 
 def _status(attempts: list[dict[str, Any]]) -> dict[str, Any]:
-    """The row's status from its counted attempts (the others are listed, never counted)."""
+    """The row's status from its counted attempts that gave a verdict (the others are listed, never
+    counted): pending until one did."""
     counted = [x for x in attempts if x["counted"]]
     ok = sum(1 for x in counted if x["outcome"] == REPLICATED)
     bad = sum(1 for x in counted if x["outcome"] == NOT_REPRODUCED)
-    status = PENDING if not counted else REPLICATED if not bad else NOT_REPRODUCED if not ok else "mixed"
+    status = PENDING if not (ok or bad) else REPLICATED if not bad else NOT_REPRODUCED if not ok else "mixed"
     new = sum(1 for x in counted if x["outcome"] == REPLICATED and x["account"]["new"])
     left = len(attempts) - len(counted)
     return {
