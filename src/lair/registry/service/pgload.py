@@ -95,7 +95,7 @@ def refuse_toc(toc: str, tables: set[str], where: str) -> None:
             wrong.append(line[:120])
             continue
         kind, schema, name = entry
-        schemas.add(schema)
+        schemas |= {schema} - {"-"}  # "-": an object of the database, as a grant on a schema
         if kind not in ALLOWED or (kind in ("TABLE", "TABLE DATA") and name not in tables):
             wrong.append(f"{kind} {schema}.{name}")
     if len(schemas) > 1:
