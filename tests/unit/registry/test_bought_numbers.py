@@ -250,7 +250,7 @@ CEILING_W = H100_TDP_W * (1 + POWER_MARGIN)  # 770 W
         ),
         (
             {"avg_w": 1e12, "peak_w": 1e12},
-            f"average power 1e+12 W is above {CEILING_W:,.0f} W, the TDP of 1x NVIDIA H100 SXM",
+            f"average power 1e+12 W is above {CEILING_W:,.0f} W, the TDP (+10%) of 1x NVIDIA H100 SXM",
         ),
         (
             {"avg_w": 5.0, "peak_w": 6.0},

@@ -168,8 +168,23 @@ def power_of(device: Device, gpus: int, sampled: Any) -> Power | None:
 def _watts(name: str, w: float, p: Power) -> str | None:
     if p.floor <= w <= p.ceiling:
         return None
-    side = f"below {p.floor:,.0f} W, the idle floor" if w < p.floor else f"above {p.ceiling:,.0f} W, the TDP"
+    if w < p.floor:
+        side = f"below {p.floor:,.0f} W, the idle floor"
+    else:
+        side = f"above {p.ceiling:,.0f} W, the TDP (+{POWER_MARGIN:.0%})"
     return f"{name} {w:,.6g} W is {side} of {p.gpus} (the catalog's figures)"
+
+
+def _implied(energy: dict[str, Any], reps: dict[int, list[dict[str, Any]]], p: Power) -> str | None:
+    """Why the watts the cell's J/output token implies over its raw spans are out of bounds, if so."""
+    rows = [r for group in reps.values() for r in group if not r.get("error")]
+    tokens, seconds = sum(float(r.get("completion_tokens") or 0) for r in rows), span_s(reps)
+    if tokens <= 0 or seconds <= 0:
+        return None
+    j = float(energy["j_per_output_token"])
+    return _watts(
+        f"{j:.6g} J/output token x {tokens:,.0f} tokens / {seconds:.3f} s =", j * tokens / seconds, p
+    )
 
 
 def power_reasons(
@@ -186,19 +201,7 @@ def power_reasons(
     p = power_of(device, gpus, (cert.get("gpu") or {}).get("gpus"))
     if p is None:
         return [f"{where}: the catalog has no idle and TDP figures for {device.name} to hold its watts to"]
-    out = [_watts("average power", float(energy["avg_w"]), p)]
+    out = [_watts("average power", float(energy["avg_w"]), p), _implied(energy, reps, p)]
     if energy.get("peak_w") is not None:
         out.append(_watts("peak power", float(energy["peak_w"]), p))
-    tokens = sum(
-        float(r.get("completion_tokens") or 0) for rows in reps.values() for r in rows if not r.get("error")
-    )
-    seconds = span_s(reps)
-    if tokens > 0 and seconds > 0:
-        implied = float(energy["j_per_output_token"]) * tokens / seconds
-        why = _watts(
-            f"{energy['j_per_output_token']:.6g} J/output token x {tokens:,.0f} tokens / {seconds:.3f} s =",
-            implied,
-            p,
-        )
-        out.append(why)
     return [f"{where}: {x}" for x in out if x]
