@@ -1,7 +1,8 @@
 """Fit check and roofline: will a model fit a rig, and how fast can it possibly go?
 
     catalog       hardware figures (memory, bandwidth, peaks, links), each with its source
-    model_facts   parameters, shapes, attention and MoE facts read offline from a model folder / GGUF
+    model_facts   parameters, shapes, attention and MoE facts (the model and the config arithmetic)
+    model_files   those facts read offline from a model folder, a GGUF or an HF cache entry
     kv            KV-cache bytes per token by attention type and cache dtype, split over GPUs
     fit           memory per GPU -> KV pool, max context, max concurrency, verdict
     roofline      decode and prefill ceilings
@@ -14,13 +15,8 @@ Nothing here imports heavy packages at import time (GGUF reading imports ``gguf`
 from lair.fit.catalog import Device, device_ids, find_device, find_device_by_smi_name, load_catalog
 from lair.fit.fit import FitResult, Hardware, Layout, Runtime, fit, runtime_overhead_bytes
 from lair.fit.kv import KvLayout, kv_layer_bytes
-from lair.fit.model_facts import (
-    ModelFacts,
-    facts_from_config,
-    find_in_hf_cache,
-    read_model_facts,
-    resolve_model_path,
-)
+from lair.fit.model_facts import ModelFacts, facts_from_config
+from lair.fit.model_files import find_in_hf_cache, read_model_facts, resolve_model_path
 from lair.fit.rating import Measured, RowRating, rate_row
 from lair.fit.recipe_layout import layout_from_recipe
 from lair.fit.roofline import DecodeBound, PrefillBound, decode_bound, matmul_params, prefill_bound

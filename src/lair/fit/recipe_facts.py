@@ -80,7 +80,7 @@ def local_facts(
     """What ``lair fit`` reads for ``recipe`` on this machine: (facts, the bundled ``fit/layout.toml``
     as Layout fields, where the facts came from), or None when it finds no model folder (``model``:
     a folder, GGUF or cache entry given by hand, as ``lair fit --model``)."""
-    from lair.fit.model_facts import read_model_facts
+    from lair.fit.model_files import read_model_facts
     from lair.fit.recipe_layout import bundled_layout, recipe_model_path, recipe_repo_ids
 
     where = model or recipe_model_path(recipe, recipe_dir)

@@ -126,7 +126,7 @@ def recipe_model_path(recipe: Any, recipe_dir: Path | None = None) -> str | None
     """Where the recipe's model facts are, in this order: its ``model`` as a local path
     (placeholders filled from their defaults); a repo id it names (:func:`recipe_repo_ids`) in the local
     Hugging Face cache; the ``fit/`` folder bundled beside it (``recipe_dir``). None otherwise."""
-    from lair.fit.model_facts import find_in_hf_cache
+    from lair.fit.model_files import find_in_hf_cache
 
     text = str(recipe.model or "")
     for name, ph in (recipe.placeholders or {}).items():

@@ -9,13 +9,13 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from lair.errors import LaunchError
-from lair.launch.journal import Journal, NodeRecord, RunRecord
+from lair.launch.journal import Journal, RunRecord
 from lair.launch.node import NodeExec, Progress
+from lair.launch.result import LaunchResult, OnReady, node_records
 
 if TYPE_CHECKING:
     from lair.inventory import Node
@@ -25,26 +25,6 @@ if TYPE_CHECKING:
 __all__ = ["LaunchResult", "Session", "launch", "node_records", "teardown"]
 
 WATCH_S = 1.0
-
-
-@dataclass
-class LaunchResult:
-    run_id: str
-    endpoint: str
-    state: str
-    ready_s: float | None = None
-    started_at: float = 0.0
-    api_key: str | None = field(default=None, repr=False)
-    """the run's API key (engine env such as VLLM_API_KEY), for a benchmark of the running server"""
-    secrets: list[str] = field(default_factory=list, repr=False)
-    """every resolved secret value of the run, for redacting what is written about it"""
-
-
-def node_records(plan: Plan, nodes: Sequence[Node]) -> list[NodeRecord]:
-    return [
-        NodeRecord(rank=n.rank, name=n.name, address=n.address, node=node.model_dump(), cluster=node.cluster)
-        for n, node in zip(plan.nodes, nodes, strict=True)
-    ]
 
 
 class Session:
@@ -214,9 +194,6 @@ async def _serve(s: Session, sig: _Signals) -> str:
             s.say(f"error: {exc.message}")
             return "exited"
     return "signal"
-
-
-OnReady = Callable[["LaunchResult"], None]
 
 
 async def _main(s: Session, detach: bool, on_ready: OnReady | None = None) -> LaunchResult:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from lair.launch.journal import Journal, RunRecord
     from lair.launch.node import Progress
     from lair.launch.resolve import Prepared, Request
-    from lair.launch.run import LaunchResult, OnReady
+    from lair.launch.result import LaunchResult, OnReady
     from lair.plan import Plan
     from lair.recipe import Recipe
 
@@ -301,7 +301,7 @@ def _new_run(req: Request, c: Cluster, progress: Progress) -> tuple[_Run, Prepar
 def _place(run: _Run, dry: Prepared) -> None:
     """The allocation's nodes become the plan's; the node scripts are written; the job goes on."""
     from lair.launch.resolve import prepare, rendered_recipe
-    from lair.launch.run import node_records
+    from lair.launch.result import node_records
 
     nodes = _allocated(run.job, _wait_nodes(run))
     req = dataclasses.replace(run.req, place=lambda _r, _id: nodes, run_id=run.record.run_id)
@@ -335,7 +335,7 @@ def _serve(run: _Run) -> str:
 def launch_slurm(
     req: Request, c: Cluster, *, detach: bool, progress: Progress, on_ready: OnReady | None
 ) -> LaunchResult:
-    from lair.launch.run import LaunchResult
+    from lair.launch.result import LaunchResult
 
     run, dry = _new_run(req, c, progress)
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
