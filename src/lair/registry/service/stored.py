@@ -291,9 +291,12 @@ RENDERED_BY = (
     "registry/service/chart.py",
     "registry/service/markdown.py",
     "registry/service/timefmt.py",
+    "registry/service/tiers.py",
+    "registry/service/replication.py",
 )
 """What shapes a stored document's bytes besides the data (below ``lair/``): the templates and the
-view code of the page and the JSON document."""
+view code of the page and the JSON document, and the rules that tier a row and count its replication
+attempts (a release that changes them says otherwise of the same rows)."""
 
 
 def fingerprint(root: Path, version: str) -> str:
