@@ -63,7 +63,23 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _modules_for(argv):
         importlib.import_module(name).register(sub)
+    _loud_flags_everywhere(parser, set())
     return parser
+
+
+def _loud_flags_everywhere(parser: argparse.ArgumentParser, seen: set[int]) -> None:
+    """``-v`` and ``-q`` after the command too (``lair launch X -v`` as ``lair -v launch X``): each
+    subparser takes them, defaulting to nothing so that the top-level value stands."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for p in action.choices.values():
+            if id(p) in seen:  # an alias names the same parser again
+                continue
+            seen.add(id(p))
+            for flags in (("-v", "--verbose"), ("-q", "--quiet")):  # not in a group: it marks the usage
+                p.add_argument(*flags, action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+            _loud_flags_everywhere(p, seen)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

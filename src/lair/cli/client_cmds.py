@@ -194,8 +194,14 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def _confirm(question: str) -> bool:
+    """The user's answer on the terminal; with no terminal to ask on, a ConfigError saying to pass -y."""
     if not sys.stdin.isatty():
-        return False
+        from lair.errors import ConfigError
+
+        raise ConfigError(
+            f"{question.rstrip('?')}: not published, there is no terminal to ask on",
+            hint="pass -y to publish without asking",
+        )
     sys.stderr.write(f"{question} [y/N] ")
     sys.stderr.flush()
     return sys.stdin.readline().strip().lower() in ("y", "yes")
@@ -333,11 +339,20 @@ def submit_report(folder: str | Path, client: Any = None, replicates: str | None
     return res
 
 
+def stored_line(res: dict[str, Any]) -> str:
+    """What a stored report holds, by the tiers the registry gave its rows (lair.vocabulary): never
+    "verified" for a row the registry did not verify."""
+    from lair.vocabulary import rows_phrase
+
+    speed = rows_phrase([str(r.get("provenance")) for r in res.get("rows") or []], "speed row")
+    quality = [str(q.get("provenance")) for q in res.get("quality") or []]
+    extra = f"; {rows_phrase(quality, 'quality row')}" if quality else ""
+    return f"stored: report {res['id']} for {res['slug']} revision {res['revision']} ({speed}{extra})"
+
+
 def _say_stored(res: dict[str, Any]) -> None:
-    url = _client().creds.url
-    rows = len(res["rows"])
-    err(f"stored: report {res['id']} for {res['slug']} revision {res['revision']} ({rows} verified rows)")
-    err(f"  {url}/recipes/{res['slug']}")
+    err(stored_line(res))
+    err(f"  {_client().creds.url}/recipes/{res['slug']}")
 
 
 def cmd_submit(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ __all__ = ["register"]
 
 def register(sub: Any) -> None:
     p = sub.add_parser("check", help="validate recipe files (errors and lint warnings)")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE", help="a recipe file, or a folder holding recipe.toml")
     p.add_argument("--json", action="store_true", help="print {ok, errors, warnings}")
     p.add_argument("--strict", action="store_true", help="treat warnings as errors")
     p.set_defaults(handler=cmd_check)
@@ -93,11 +93,20 @@ def _register_rig(sub: Any) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def _recipe_file(path: str) -> str:
+    """``path``, or the ``recipe.toml`` of the folder ``path`` names (a recipe's folder holds its
+    reports and fit files beside it)."""
+    from pathlib import Path
+
+    inside = Path(path) / "recipe.toml"
+    return str(inside) if Path(path).is_dir() and inside.is_file() else path
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from lair.engines.rules import RULES
     from lair.recipe import check_file
 
-    results = [check_file(f, RULES) for f in args.files]
+    results = [check_file(_recipe_file(f), RULES) for f in args.files]
     errors = [i for r in results for i in r.errors]
     warnings = [i for r in results for i in r.warnings]
     ok = not errors and not (args.strict and warnings)

@@ -73,6 +73,12 @@ def _error(status: int, body: bytes, url: str) -> RegistryError:
         return RegistryError(status, "http", f"{url} answered HTTP {status}")
 
 
+def _not_found_hint(slug: str, revision: int | None, message: str) -> str:
+    if revision is not None and message.startswith("no revision"):
+        return f"`lair pull {slug}` takes its latest revision; its page lists the others"
+    return f"find the recipe's slug with `lair search {slug}`"
+
+
 class Client:
     """Calls to one registry. ``opener`` is the seam for tests (a urllib opener)."""
 
@@ -129,7 +135,12 @@ class Client:
     def recipe(self, slug: str, revision: int | None = None) -> dict[str, Any]:
         q = urllib.parse.quote(slug)
         path = f"/api/v1/recipes/{q}/revisions/{revision}.json" if revision else f"/api/v1/recipes/{q}.json"
-        return self._json("GET", path)
+        try:
+            return self._json("GET", path)
+        except RegistryError as exc:
+            if exc.status == 404:  # the server's hint names its HTTP API; a CLI user searches with lair
+                exc.hint = _not_found_hint(slug, revision, exc.message)
+            raise
 
     def recipe_toml(self, slug: str, revision: int | None = None) -> str:
         q = urllib.parse.quote(slug)

@@ -105,9 +105,29 @@ def render_data(data: dict[str, Any], values: Mapping[str, str], where: str = ""
     """Substitute placeholders in the launch fields; raise if any reference stays unresolved."""
     missing = sorted({ref for _, s in iter_strings(data) for ref in find_refs(s) if ref not in values})
     if missing:
-        raise PlaceholderError(missing, where=where)
+        declared = data.get("placeholders") or {}
+        secrets = [n for n in missing if _type_of(declared.get(n)) == "secret"]
+        raise PlaceholderError(missing, where=where, hint=missing_hint(missing, secrets))
     out: dict[str, Any] = _sub_tree(data, values)
     return out
 
 
-__all__ += ["render_data"]
+def _type_of(decl: Any) -> str | None:
+    return decl.get("type") if isinstance(decl, dict) else getattr(decl, "type", None)
+
+
+def missing_hint(missing: list[str], secrets: list[str]) -> str:
+    """How to give the unresolved ``missing`` placeholders: secrets (``secrets``, a subset) come from
+    the environment only, the others from a rig or ``--set``."""
+    lines = []
+    if secrets:
+        exports = " ".join(f"{n}=..." for n in secrets)
+        lines.append(f"export {exports} in the environment (a secret is not given on the command line)")
+    others = [n for n in missing if n not in secrets]
+    if others:
+        pairs = " ".join(f"{n}=VALUE" for n in others)
+        lines.append(f"give values with `lair rig set RIG {pairs}` and --rig RIG, or --set NAME=VALUE")
+    return "\n".join(lines)
+
+
+__all__ += ["missing_hint", "render_data"]

@@ -74,6 +74,9 @@ def read_source(path: str | Path) -> Source:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise RecipeError([Issue(str(p), 1, 1, "", "no such file", hint="check the path")]) from None
+    except IsADirectoryError:
+        hint = f"give its recipe file: {p / 'recipe.toml'}" if (p / "recipe.toml").is_file() else ""
+        raise RecipeError([Issue(str(p), 1, 1, "", "a folder, not a recipe file", hint=hint)]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise RecipeError([Issue(str(p), 1, 1, "", f"cannot read: {exc}")]) from None
     return read_text(text, str(p), format_of(p))

@@ -18,7 +18,9 @@ from pydantic import BaseModel, ValidationError
 
 from lair.errors import Issue
 from lair.recipe import placeholders as ph
+from lair.recipe.lint import FRACTION_ENV, is_secret_name, lint
 from lair.recipe.model import ENGINES, Recipe
+from lair.recipe.runtime_rules import CONTAINER_ONLY
 from lair.recipe.source import Key, Source
 from lair.recipe.synonyms import by_meaning
 
@@ -27,11 +29,6 @@ __all__ = ["CheckResult", "Rule", "check", "dotted", "is_secret_name"]
 Rule = Callable[[Recipe], Iterable[tuple[Key, str, str, str]]]
 """An extra check: a recipe -> ``(key path, message, hint, code)`` errors."""
 
-_SECRET_WORDS = {"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS", "PAT"}
-_FRACTION_ENV = re.compile(r"(GPU_MEMORY_UTILIZATION|MEM_FRACTION(_STATIC)?)$")
-_FRACTION_ARGS = ("--gpu-memory-utilization", "--mem-fraction-static")
-_SECRET_ARGS = ("--api-key", "--hf-token", "--token")
-_HOST_PREFIXES = ("/home/", "/Users/", "/root/", "~/", "/mnt/c/")
 _PLACEHOLDER_HINT = {
     "path": "/path/on/the/node",
     "secret": "",
@@ -39,12 +36,6 @@ _PLACEHOLDER_HINT = {
     "host": "10.0.0.2",
     "string": "value",
 }
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether an env/arg name holds a secret: its last word is KEY, TOKEN, SECRET, PASSWORD..."""
-    words = [w for w in re.split(r"[_\-]+", name.upper()) if w]
-    return bool(words) and words[-1] in _SECRET_WORDS
 
 
 def dotted(path: Key) -> str:
@@ -91,6 +82,11 @@ class _Ctx:
 
 
 def check(src: Source, rules: Sequence[Rule] = ()) -> CheckResult:
+    """Every problem of ``src`` in one pass: the schema's errors, then the cross-field checks and
+    lint on what validates (on a schema-invalid file: the salvaged rest, each check that reads a
+    dropped key skipped), then ``rules``."""
+    from lair.recipe.salvage import salvage
+
     ctx = _Ctx(src)
     recipe: Recipe | None = None
     try:
@@ -99,15 +95,32 @@ def check(src: Source, rules: Sequence[Rule] = ()) -> CheckResult:
         for err in exc.errors():
             _schema_issue(ctx, err)
     _check_raw(ctx, src.data)
-    if recipe is not None:
-        _check_model(ctx, recipe)
-        _lint(ctx, recipe)
-        for rule in rules:
-            for path, msg, hint, code in rule(recipe):
-                ctx.add(path, msg, hint, code=code)
+    rest = salvage(src.data) if recipe is None else None
+    checked, dropped = (recipe, frozenset[str]()) if rest is None else (rest.recipe, rest.dropped)
+    if checked is not None:
+        _check_all(ctx, checked, rules, dropped)
+    ctx.errors = _unique(ctx.errors)
     ctx.errors.sort(key=lambda i: (i.line, i.col))
     ctx.warnings.sort(key=lambda i: (i.line, i.col))
     return CheckResult(src.path, recipe if not ctx.errors else None, ctx.errors, ctx.warnings)
+
+
+def _check_all(ctx: _Ctx, r: Recipe, rules: Sequence[Rule], dropped: frozenset[str]) -> None:
+    """The cross-field checks, lint and ``rules`` whose keys all hold the file's own values."""
+    for fn, reads in _CHECKS:
+        if not reads & dropped:
+            fn(ctx, r)
+    if not dropped:  # lint and the engines' rules read too much of the recipe to run on a salvage
+        lint(ctx, r)
+    if not dropped & _RULE_READS:
+        for rule in rules:
+            for path, msg, hint, code in rule(r):
+                ctx.add(path, msg, hint, code=code)
+
+
+def _unique(issues: list[Issue]) -> list[Issue]:
+    """One of each issue (a raw check and a model check may both see an undeclared name)."""
+    return list(dict.fromkeys(issues))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,13 +342,8 @@ def _check_raw(ctx: _Ctx, data: dict[str, Any]) -> None:
 # cross-field rules on a schema-valid recipe
 
 
-def _check_model(ctx: _Ctx, r: Recipe) -> None:
-    _check_parallel(ctx, r)
-    _check_runtime(ctx, r)
-    _check_hooks(ctx, r)
-    _check_mounts(ctx, r)
-    _check_placeholder_decls(ctx, r)
-    _check_env_fractions(ctx, r)
+_PARALLEL = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "required_nodes"}
+_RULE_READS = frozenset({"engine", "kv_cache_dtype", "args", "distributed_backend"})
 
 
 def _check_parallel(ctx: _Ctx, r: Recipe) -> None:
@@ -399,7 +407,6 @@ def _check_runtime(ctx: _Ctx, r: Recipe) -> None:
             'add entrypoint = ["python3", "-m", "..."]',
             code="runtime",
         )
-    _check_native_settings(ctx, r)
 
 
 def _check_native_settings(ctx: _Ctx, r: Recipe) -> None:
@@ -499,7 +506,7 @@ def _check_placeholder_decls(ctx: _Ctx, r: Recipe) -> None:
 
 def _check_env_fractions(ctx: _Ctx, r: Recipe) -> None:
     for k, v in r.env.items():
-        if _FRACTION_ENV.search(k) and not ph.find_refs(v):
+        if FRACTION_ENV.search(k) and not ph.find_refs(v):
             try:
                 f = float(v)
             except ValueError:
@@ -511,103 +518,13 @@ def _check_env_fractions(ctx: _Ctx, r: Recipe) -> None:
                 )
 
 
-# ---------------------------------------------------------------------------------------------
-# lint warnings
-
-
-def _lint(ctx: _Ctx, r: Recipe) -> None:
-    _lint_image(ctx, r)
-    _lint_secrets(ctx, r)
-    _lint_host_paths(ctx, r)
-    _lint_fractions(ctx, r)
-
-
-def _lint_image(ctx: _Ctx, r: Recipe) -> None:
-    img = r.docker_image
-    if not img or r.runtime == "native" or "@sha256:" in img:
-        return
-    last = img.rsplit("/", 1)[-1]
-    tag = last.split(":", 1)[1] if ":" in last else ""
-    if tag in ("", "latest"):
-        ctx.add(
-            ("docker_image",),
-            f"image {img!r} is unpinned ({'no tag' if not tag else ':latest'})",
-            "pin a version tag and a digest: repo/image:tag@sha256:...",
-            code="image-unpinned",
-            warn=True,
-        )
-    else:
-        ctx.add(
-            ("docker_image",),
-            f"image tag {tag!r} is not pinned by digest",
-            "tags can move; add @sha256:... to run exactly what was measured",
-            code="image-unpinned",
-            warn=True,
-        )
-
-
-def _lint_secrets(ctx: _Ctx, r: Recipe) -> None:
-    for k, v in r.env.items():
-        if is_secret_name(k) and v and not ph.find_refs(v):
-            ctx.add(
-                ("env", k),
-                f"secret {k} is written in plain text",
-                f'declare a secret placeholder: {k} = "{{{k}}}" and [placeholders.{k}] type = "secret"',
-                code="secret-plaintext",
-                warn=True,
-            )
-    for field_name in ("args", "entrypoint"):
-        items = getattr(r, field_name)
-        for i, a in enumerate(items[:-1]):
-            if a in _SECRET_ARGS and not ph.find_refs(items[i + 1]):
-                ctx.add(
-                    (field_name, i + 1),
-                    f"secret after {a} is written in plain text",
-                    'use a secret placeholder: "{API_KEY}"',
-                    code="secret-plaintext",
-                    warn=True,
-                )
-
-
-def _lint_host_paths(ctx: _Ctx, r: Recipe) -> None:
-    hosts = [m.host.rstrip("/") for m in r.extra_mounts]
-    for k, v in r.env.items():
-        under_mount = any(v == h or v.startswith(h + "/") for h in hosts)
-        if v.startswith(_HOST_PREFIXES) or under_mount:
-            ctx.add(
-                ("env", k),
-                f"{k} points at a control-host path {v!r}",
-                "the engine sees container paths: mount it and use the container side",
-                code="host-path",
-                warn=True,
-            )
-
-
-def _lint_fractions(ctx: _Ctx, r: Recipe) -> None:
-    if r.gpu_memory_utilization and r.gpu_memory_utilization > 0.95:
-        _fraction_warn(ctx, ("gpu_memory_utilization",), r.gpu_memory_utilization)
-    for k, v in r.env.items():
-        if _FRACTION_ENV.search(k):
-            try:
-                if float(v) > 0.95:
-                    _fraction_warn(ctx, ("env", k), float(v))
-            except ValueError:
-                pass
-    for i, a in enumerate(r.args[:-1]):
-        if a in _FRACTION_ARGS:
-            try:
-                f = float(r.args[i + 1])
-            except ValueError:
-                continue
-            if f > 0.95:
-                _fraction_warn(ctx, ("args", i + 1), f)
-
-
-def _fraction_warn(ctx: _Ctx, path: Key, f: float) -> None:
-    ctx.add(
-        path,
-        f"memory fraction {f} leaves under 5% for the runtime, CUDA graphs and other processes",
-        "0.90-0.95 is safe on a dedicated GPU",
-        code="memory-fraction",
-        warn=True,
-    )
+_CHECKS: tuple[tuple[Callable[[_Ctx, Recipe], None], frozenset[str]], ...] = (
+    (_check_parallel, frozenset({*_PARALLEL, "distributed_backend", "engine", "meta"})),
+    (_check_runtime, frozenset({"runtime", "docker_image", "cap_add", "entrypoint"})),
+    (_check_native_settings, frozenset({"runtime", *(f for f, _ in CONTAINER_ONLY)})),
+    (_check_hooks, frozenset({"before_serve", "after_stop"})),
+    (_check_mounts, frozenset({"extra_mounts", "devices"})),
+    (_check_placeholder_decls, frozenset({"placeholders"})),
+    (_check_env_fractions, frozenset({"env"})),
+)
+"""Each cross-field check and the top-level keys it reads (skipped when one was dropped)."""

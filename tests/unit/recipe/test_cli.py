@@ -41,7 +41,9 @@ def test_check_human_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert rc == 1
     assert "01_typo_top_key.toml:3:1: tensor_paralel_size: unknown key" in err
     assert "hint: did you mean 'tensor_parallel_size'?" in err
-    assert out.strip().endswith("1 error(s)")
+    # the lint runs in the same pass: image tag '1' has no digest
+    assert out.strip().endswith("1 error(s), 1 warning(s)")
+    assert "01_typo_top_key.toml:2:16: docker_image: image tag '1' is not pinned by digest" in err
 
 
 def test_show_json_is_the_model(capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,7 +39,8 @@ def test_all_errors_of_a_file_in_one_run(tmp_path: Path) -> None:
     result = check_file(bad)
     where = [(i.line, i.path) for i in result.errors]
     assert where == [
-        (1, "engine"),
+        (1, "engine"),  # unknown engine 'vlm'
+        (1, "engine"),  # runtime 'docker' (the default) needs docker_image: in the same run
         (2, "port"),
         (3, "cpus"),
         (4, "tensor_paralel_size"),
