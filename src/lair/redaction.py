@@ -52,7 +52,17 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
-__all__ = ["LOG_RULES", "RULES", "SECRET_FLAGS", "Hit", "Rule", "hits", "mark_kind", "redact"]
+__all__ = [
+    "LOG_RULES",
+    "RULES",
+    "SECRET_FLAGS",
+    "Hit",
+    "Rule",
+    "hits",
+    "is_secret_flag",
+    "mark_kind",
+    "redact",
+]
 
 PLUGINS: tuple[RegexBasedDetector, ...] = tuple(
     cls()
@@ -84,6 +94,14 @@ SECRET_FLAGS = (
     r"(?:api[-_]?key|api[-_]token|access[-_]token|auth[-_]token|token|key|auth|password|passwd|secret)"
 )
 """The last word of a flag whose value is a secret (``--hf-token``, ``--openai-api-key`` end so)."""
+_FLAG_NAME = re.compile(rf"--(?:[A-Za-z0-9]+[-_])*?{SECRET_FLAGS}", re.IGNORECASE)
+
+
+def is_secret_flag(arg: str) -> bool:
+    """Whether ``arg`` (``--api-key``, or the flag of ``--api-key=V``) is a flag whose value is a secret."""
+    return bool(_FLAG_NAME.fullmatch(arg.split("=", 1)[0]))
+
+
 OWN: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Hugging Face Token", re.compile(r"hf_[A-Za-z0-9]{30,}")),
     ("GitHub Token", re.compile(r"github_pat_[A-Za-z0-9_]{40,}")),

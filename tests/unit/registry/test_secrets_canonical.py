@@ -112,6 +112,9 @@ def test_a_token_in_an_escaped_key_is_refused_at_the_key(site: Site) -> None:
         ('[env]\nHF_TOKEN = "{TOK}"\n', "env.HF_TOKEN"),
         ('args = ["--api-key", "{TOK}"]\n', "args[1]"),
         ('args = ["--hf-token={TOK}"]\n', "args[0]"),
+        ('args = ["--auth", "{TOK}"]\n', "args[1]"),
+        ('args = ["--port", "8000", "--api_key={TOK}"]\n', "args[2]"),
+        ('args = ["--openai-api-key", "{TOK}"]\n', "args[1]"),
     ],
 )
 def test_a_plain_default_that_fills_a_secret_field_is_refused(site: Site, launch: str, where: str) -> None:

@@ -15,7 +15,8 @@ Recipes (:func:`scan_recipe`) are scanned three ways, and refused (422 ``secret`
   canonical TOML, the page and the ``.toml`` export would show it (located by its field path and
   the line and column of its value);
 - placeholder defaults: a placeholder with a plain default that stands for a secret (an env var
-  named like one, or the value after ``--api-key``) is a secret in plain text, whatever its format.
+  named like one, or the value of a secret flag: ``--api-key``, ``--auth``, ``--key``...,
+  :func:`lair.redaction.is_secret_flag`) is a secret in plain text, whatever its format.
 
 Run reports (:func:`screen_report`) are screened before anything is stored, file by file:
 
@@ -45,7 +46,7 @@ from lair.errors import Issue, RecipeError, RegistryError
 from lair.recipe import is_secret_name
 from lair.recipe.placeholders import find_refs
 from lair.recipe.source import Key, Locator, read_text
-from lair.redaction import LOG_RULES, RULES, hits
+from lair.redaction import LOG_RULES, RULES, hits, is_secret_flag
 from lair.redaction import redact as redact_with
 
 __all__ = [
@@ -58,8 +59,6 @@ __all__ = [
     "screen_report",
 ]
 
-SECRET_ARGS = ("--api-key", "--hf-token", "--token")
-"""Flags whose value is a secret (as the recipe checker's plain-text lint)."""
 HINT = 'use a secret placeholder: {API_KEY} with [placeholders.API_KEY] type = "secret"'
 
 
@@ -165,8 +164,8 @@ def _uses(data: dict[str, Any]) -> dict[str, str]:
         items = data.get(name)
         items = [a for a in items if isinstance(a, str)] if isinstance(items, list) else []
         for i, a in enumerate(items):
-            after = i > 0 and items[i - 1] in SECRET_ARGS
-            if after or a.startswith(tuple(f"{s}=" for s in SECRET_ARGS)):
+            after = i > 0 and "=" not in items[i - 1] and is_secret_flag(items[i - 1])
+            if after or (a.startswith("--") and "=" in a and is_secret_flag(a)):
                 for ref in find_refs(a):
                     out.setdefault(ref, f"{name}[{i}]")
     return out
