@@ -81,6 +81,10 @@ def _kube_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+STATUS_LAST = 10
+"""Ended runs ``lair status`` shows by default (``--all``: every one)."""
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("plan", help="print exactly what launch will run on each node (nothing leased)")
     _nodes_arg(p)
@@ -124,8 +128,13 @@ def register(sub: Any) -> None:
     add_eval_options(p.add_argument_group("evaluation (--eval)"), prefix="eval-")
     p.set_defaults(handler=cmd_launch)
 
-    p = sub.add_parser("status", help="runs from the journal, with a live check of their processes")
+    p = sub.add_parser(
+        "status",
+        help="runs from the journal, with a live check of their processes: the active runs and the "
+        f"last {STATUS_LAST} ended ones",
+    )
     p.add_argument("run", nargs="?", metavar="RUN")
+    p.add_argument("--all", action="store_true", help="every run in the journal, however old")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_status)
 
@@ -428,7 +437,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from lair.launch import run_status
 
-    data = run_status(args.run)
+    from lair.launch import runs
+
+    data = run_status(args.run, last=None if args.all else STATUS_LAST)
     if args.json:
         dump_json(data)
         return 0
@@ -439,12 +450,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         up = f"  {len(alive)}/{len(r['nodes'])} up" if r["state"] in ("running", "starting") else ""
         unknown = [f"{n['name']} unknown ({n['check_error']})" for n in r["nodes"] if n.get("check_error")]
         up += "".join(f"; {u}" for u in unknown)
+    hidden = 0 if args.run or args.all else len(runs()) - len(data)
         print(f"{r['run_id']}  {r['state']}{up}  {r['endpoint']}  {r['name']}")
     return 0
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
     from lair.launch import follow_logs
+    if hidden > 0:
+        err(f"{hidden} older ended runs not shown (lair status --all)")
 
     if args.json and args.follow:
         from lair.errors import ConfigError

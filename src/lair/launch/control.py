@@ -100,10 +100,23 @@ async def _alive(s: Session) -> list[tuple[bool | None, str]]:
         await s.close()
 
 
-def run_status(run_id: str | None = None, *, live: bool = True) -> list[dict[str, Any]]:
-    """Runs as data; ``live`` asks each active run's nodes whether its process is up."""
+def shown_runs(records: list[RunRecord], last: int | None) -> list[RunRecord]:
+    """Every active run (orphaned ones too) and the ``last`` most recent of the others, oldest first
+    (``last`` None: every run)."""
+    if last is None:
+        return records
+    ended = [r for r in records if r.state not in ACTIVE]
+    keep = {id(r) for r in ended[max(0, len(ended) - last) :]}
+    return [r for r in records if r.state in ACTIVE or id(r) in keep]
+
+
+def run_status(
+    run_id: str | None = None, *, live: bool = True, last: int | None = None
+) -> list[dict[str, Any]]:
+    """Runs as data (``run_id``: that one; else the active ones and the ``last`` ended ones, None:
+    all); ``live`` asks each active run's nodes whether its process is up."""
     out: list[dict[str, Any]] = []
-    for r in runs():
+    for r in shown_runs(runs(), None if run_id else last):
         if run_id and r.run_id != run_id:
             continue
         d = r.model_dump(mode="json", exclude={"nodes"})
