@@ -11,6 +11,9 @@
     ├── RunnerError                runner          a command failed on a node (host, argv, rc, stderr tail)
     ├── LaunchError                launch          a launch failed (after a clean rollback)
     ├── BenchError                 bench           a benchmark could not run or measure
+    │   ├── NoisyError             bench.noisy     a run's cells are noisy: not submitted (exit 9)
+    │   └── InconclusiveError      bench.inconclusive  a run's own repeats spread wider than the
+    │                                              row's band: no verdict, not submitted (exit 10)
     ├── EvalError                  eval            a quality evaluation could not run (data set, sandbox)
     ├── FitError                   fit             model facts or hardware figures are missing
     └── RegistryError              registry.*      a registry request failed (carries an HTTP status)
@@ -28,9 +31,11 @@ __all__ = [
     "ConfigError",
     "EvalError",
     "FitError",
+    "InconclusiveError",
     "Issue",
     "LairError",
     "LaunchError",
+    "NoisyError",
     "PlaceholderError",
     "RecipeError",
     "RegistryError",
@@ -193,6 +198,22 @@ class LaunchError(LairError):
 
 class BenchError(LairError):
     code = "bench"
+
+
+class NoisyError(BenchError):
+    """Something else used the machine while cells ran (or their repeats disagree): the numbers are
+    kept in the report, never submitted as a replication attempt (``lair reproduce``, ``rebench``)."""
+
+    code = "bench.noisy"
+    exit_code = 9
+
+
+class InconclusiveError(BenchError):
+    """A replication's own repeats spread wider than the row's noise band: it can say neither
+    "reproduced" nor "not reproduced", and is not submitted."""
+
+    code = "bench.inconclusive"
+    exit_code = 10
 
 
 class EvalError(LairError):

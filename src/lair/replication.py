@@ -19,6 +19,10 @@ A figure is *inside* when the new run's headline (its p50, as the row's) lies in
 is reproduced when every figure both runs have is inside (faster is outside too: a replication that
 beats the row by more than its noise says the row was not measured as published). A row without
 repeats (typed by its author) has the band of its one value.
+
+A new run whose own samples of a figure spread wider than the row's band (its max / min above the
+band's high / low) is *inconclusive*: its headline could fall inside or outside the band by its own
+noise alone, so it says neither (:data:`INCONCLUSIVE`, whatever the other figures say).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from lair.errors import ConfigError
 
 __all__ = [
     "FLOOR",
+    "INCONCLUSIVE",
     "METRICS",
     "NOT_REPRODUCED",
     "REPLICATED",
@@ -44,6 +49,7 @@ __all__ = [
     "compare",
     "parse_ref",
     "parse_row_id",
+    "spread",
     "verdict",
 ]
 
@@ -52,6 +58,7 @@ FLOOR = 0.05
 
 REPLICATED = "replicated"
 NOT_REPRODUCED = "not-reproduced"
+INCONCLUSIVE = "inconclusive"
 
 METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("prefill_tok_s", "prefill_tok_s", "prefill_tok_s", "prefill tok/s"),
@@ -149,6 +156,11 @@ class Band:
     def inside(self, value: float) -> bool:
         return self.low <= value <= self.high
 
+    @property
+    def ratio(self) -> float:
+        """high / low: the widest spread (max / min) a run may have and still be judged by it."""
+        return self.high / self.low if self.low > 0 else float("inf")
+
     def as_dict(self) -> dict[str, Any]:
         return {"low": self.low, "high": self.high, "repeats": self.repeats}
 
@@ -173,6 +185,13 @@ class Comparison:
     theirs: float
     yours: float | None
     band: Band
+    spread: float | None = None
+    """max / min of the new run's own samples of the figure (None: fewer than two)."""
+
+    @property
+    def conclusive(self) -> bool:
+        """False when the new run's own spread is wider than the band (see the module docstring)."""
+        return self.spread is None or self.spread <= self.band.ratio
 
     @property
     def delta_pct(self) -> float | None:
@@ -193,14 +212,28 @@ class Comparison:
             "delta_pct": self.delta_pct,
             "band": self.band.as_dict(),
             "inside": self.inside,
+            "spread": self.spread,
+            "conclusive": self.conclusive,
         }
 
 
+def spread(stats: Mapping[str, Any] | None) -> float | None:
+    """max / min of a summary (``min``, ``max``, ``n``) of two or more positive samples, else None."""
+    if not stats or int(stats.get("n") or 0) < 2 or stats.get("min") is None or stats.get("max") is None:
+        return None
+    lo, hi = float(stats["min"]), float(stats["max"])
+    return hi / lo if lo > 0 else None
+
+
 def compare(
-    row: Mapping[str, Any], stats: Mapping[str, Any] | None, yours: Mapping[str, Any]
+    row: Mapping[str, Any],
+    stats: Mapping[str, Any] | None,
+    yours: Mapping[str, Any],
+    your_stats: Mapping[str, Any] | None = None,
 ) -> list[Comparison]:
     """Each figure the row has against the new run's cell ``yours`` (bench cell keys); ``stats``: the
-    row's cell summaries (``results.json``'s ``stats``, or the registry's recomputation of them)."""
+    row's cell summaries (``results.json``'s ``stats``, or the registry's recomputation of them);
+    ``your_stats``: the new run's (its spread decides :attr:`Comparison.conclusive`; None: not known)."""
     out = []
     for key, cell_key, stats_key, label in METRICS:
         theirs = row.get(key)
@@ -208,12 +241,16 @@ def compare(
             continue
         got = yours.get(cell_key)
         b = band(float(theirs), (stats or {}).get(stats_key))
-        out.append(Comparison(key, label, float(theirs), None if got is None else float(got), b))
+        mine = spread((your_stats or {}).get(stats_key))
+        out.append(Comparison(key, label, float(theirs), None if got is None else float(got), b, mine))
     return out
 
 
 def verdict(comparisons: Sequence[Comparison]) -> str:
-    """``replicated`` when every figure both runs have is inside its band, else ``not-reproduced``
-    (also when the new run has none of the row's figures)."""
+    """``inconclusive`` when the new run's own spread of a figure both runs have is wider than that
+    figure's band; else ``replicated`` when every such figure is inside its band, else
+    ``not-reproduced`` (also when the new run has none of the row's figures)."""
     measured = [c for c in comparisons if c.inside is not None]
+    if any(not c.conclusive for c in measured):
+        return INCONCLUSIVE
     return REPLICATED if measured and all(c.inside for c in measured) else NOT_REPRODUCED

@@ -5,9 +5,11 @@
 
 Every metric is defined in :mod:`lair.bench.definitions`; the streaming client is
 :mod:`lair.bench.client`; prompts in :mod:`lair.bench.prompt`; engine ``/metrics`` in
-:mod:`lair.bench.metrics`; the result model in :mod:`lair.bench.results`.
+:mod:`lair.bench.metrics`; the result model in :mod:`lair.bench.results`; what else used the machine in
+:mod:`lair.bench.machine`.
 """
 
+from lair.bench.machine import EngineProcesses
 from lair.bench.results import SCHEMA_VERSION, BenchOptions, BenchResult, CellResult, NeedleResult
 from lair.bench.runner import run_bench, run_bench_async
 
@@ -16,6 +18,7 @@ __all__ = [
     "BenchOptions",
     "BenchResult",
     "CellResult",
+    "EngineProcesses",
     "NeedleResult",
     "run_bench",
     "run_bench_async",

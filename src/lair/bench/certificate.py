@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lair.bench import definitions as d
+from lair.bench.machine import EngineProcesses, MachineSnapshot, cpu_window
 from lair.bench.results import (
     BenchOptions,
     CacheCertificate,
     CellCertificate,
     CellResult,
     ClientCertificate,
+    MachineCertificate,
     RunCertificate,
 )
 from lair.bench.server import ServerInfo
@@ -35,6 +37,7 @@ __all__ = [
     "Repeat",
     "cell_certificate",
     "energy_figures",
+    "machine_certificate",
     "run_certificate",
     "split_build",
 ]
@@ -70,6 +73,8 @@ class Repeat:
     t1: float = 0.0
     hits_before: float | None = None
     hits_after: float | None = None
+    machine: tuple[MachineSnapshot, MachineSnapshot] | None = None
+    """The machine right before and right after the timed window (None: no /proc/stat here)."""
 
 
 @dataclass
@@ -80,6 +85,10 @@ class CellWindow:
     idle_gap_s: float
     reps: list[Repeat]
     cell: CellResult
+    engine_pids: list[int] = field(default_factory=list)
+    """The engine's process tree as taken at the cell's start (empty: unknown or a cgroup)."""
+    gpu_processes: dict[str, Any] = field(default_factory=dict)
+    """:func:`lair.bench.machine.gpu_processes` at the cell's end."""
 
 
 def _cache(w: CellWindow) -> CacheCertificate:
@@ -112,6 +121,34 @@ def _client(w: CellWindow, interval_ms: float) -> ClientCertificate:
         read_interval_ms=interval_ms,
         bound=w.cell.client_bound,
         limits={"cpu_fraction": d.CLIENT_CPU_BOUND_FRACTION, "loop_lag_p99_ms": d.LOOP_LAG_BOUND_MS},
+    )
+
+
+def _engine_cpu(engine: EngineProcesses | None, pids: list[int]) -> str:
+    if engine is not None and engine.cgroup:
+        return f"cgroup {engine.cgroup}"
+    if engine is not None and pids:
+        return f"process tree of {', '.join(str(p) for p in engine.pids)} ({len(pids)} processes)"
+    if engine is not None and engine.pids:
+        return f"engine CPU unknown: process {', '.join(str(p) for p in engine.pids)} not found here"
+    return engine.note if engine is not None else EngineProcesses().note
+
+
+def machine_certificate(w: CellWindow, engine: EngineProcesses | None) -> MachineCertificate:
+    """What else used the machine during the cell's timed windows, and the ``noisy`` verdict."""
+    pairs = [r.machine for r in w.reps if r.machine is not None]
+    cpu = cpu_window(pairs) if pairs else {}
+    spread = {k: round(v, 4) for k, v in d.repeat_spread(w.cell.stats).items()}
+    known = set(w.engine_pids) if w.engine_pids else None
+    reasons = d.noise_reasons(cpu, spread, w.gpu_processes, known)
+    return MachineCertificate(
+        cpu=cpu,
+        engine_cpu=_engine_cpu(engine, w.engine_pids),
+        gpu_processes=w.gpu_processes,
+        repeat_spread=spread,
+        noisy=bool(reasons),
+        reasons=reasons,
+        limits=dict(d.NOISE_LIMITS),
     )
 
 
@@ -191,6 +228,7 @@ def cell_certificate(
         client=_client(w, opts.read_interval_ms),
         gpu=gpu,
         energy=_energy(w, samples, opts) if telemetry and w.reps else None,
+        machine=machine_certificate(w, opts.engine),
     )
 
 

@@ -38,6 +38,14 @@ client-bound
     batched read, the later of that and its tick) to the bench reading it (plain HTTP), or the event
     loop's wake-up lateness (TLS streams: no kernel timestamp there). Gaps between chunks say nothing
     about the client (chunks read together share one arrival time) and are not used.
+noisy
+    A cell is noisy when something besides the engine and the bench used the machine while it ran,
+    or its own repeats disagree: other processes' CPU above ``OTHER_CPU_NOISY_FRACTION`` of the
+    machine's cores (system busy minus the engine's own minus the client's own, from ``/proc/stat``:
+    :mod:`lair.bench.machine`), CPU steal above ``STEAL_NOISY_FRACTION``, another process on a GPU
+    using more than ``GPU_OTHER_SM_NOISY_PCT`` of its SMs, or a repeat spread (max / min of the
+    per-repeat prefill and aggregate decode) above ``REPEAT_SPREAD_NOISY_RATIO``. A noisy number is
+    kept and shown, but never becomes a replication attempt or a verified row.
 """
 
 from __future__ import annotations
@@ -50,7 +58,12 @@ from typing import Any
 __all__ = [
     "CACHE_PREFIX_ALLOWANCE_TOKENS",
     "CLIENT_CPU_BOUND_FRACTION",
+    "GPU_OTHER_SM_NOISY_PCT",
     "LOOP_LAG_BOUND_MS",
+    "NOISE_LIMITS",
+    "OTHER_CPU_NOISY_FRACTION",
+    "REPEAT_SPREAD_NOISY_RATIO",
+    "STEAL_NOISY_FRACTION",
     "RequestTiming",
     "Summary",
     "aggregate_decode_tok_s",
@@ -59,9 +72,11 @@ __all__ = [
     "decode_tokens",
     "is_cache_hit",
     "is_client_bound",
+    "noise_reasons",
     "per_stream_decode_tok_s",
     "percentile",
     "prefill_tok_s",
+    "repeat_spread",
     "summarize",
     "ttft_s",
 ]
@@ -76,6 +91,39 @@ report them."""
 
 LOOP_LAG_BOUND_MS = 5.0
 """p99 reading lag (ms) above which the bench is not keeping up with the streams."""
+
+OTHER_CPU_NOISY_FRACTION = 0.25
+"""Other processes' CPU (cores busy minus the engine's and the bench's own), as a fraction of the
+machine's cores, above which a cell is noisy. A quarter of the machine: on 2 cores one busy neighbour
+at half a core is caught, while a quiet machine's daemons, shells and editors stay under 0.05; on a
+large GPU host it is many cores of someone else's work, enough to delay the engine's scheduler
+thread. Applied only when the engine's own CPU is known (else the engine's CPU is in "other")."""
+
+STEAL_NOISY_FRACTION = 0.05
+"""CPU steal (time the hypervisor gave this virtual machine's CPUs to another guest) as a fraction of
+all CPU time, above which a cell is noisy: a cloud VM on a busy host loses 5% and more, a dedicated
+or idle host loses under 1%."""
+
+REPEAT_SPREAD_NOISY_RATIO = 2.0
+"""max / min of a cell's per-repeat prefill or aggregate decode above which it is noisy: the same
+cell measured twice at half and at all of its speed is no measurement of the engine. On a quiet
+2-core machine, the tiny llama.cpp engine's repeats of cells lasting 15 ms spread up to 1.43x
+(measured, 2026-12-07: timer ticks and scheduling jitter weigh heavily in so short a window); the
+same cells beside two busy-loop processes spread 3.4x. Cells of seconds spread a few percent."""
+
+GPU_OTHER_SM_NOISY_PCT = 5.0
+"""SM use (%) of a process other than the engine on a GPU (NVML's per-process samples) above which
+a cell is noisy: a second engine or a training job sharing the GPU. An idle process holding memory
+(a notebook, a monitoring agent) stays at 0%. Where the engine's processes are unknown, two or more
+processes above it on one GPU are noisy."""
+
+NOISE_LIMITS = {
+    "other_cpu_fraction": OTHER_CPU_NOISY_FRACTION,
+    "steal_fraction": STEAL_NOISY_FRACTION,
+    "repeat_spread_ratio": REPEAT_SPREAD_NOISY_RATIO,
+    "gpu_other_sm_pct": GPU_OTHER_SM_NOISY_PCT,
+}
+"""The limits each cell's machine certificate records beside its figures."""
 
 
 @dataclass(slots=True)
@@ -231,3 +279,60 @@ def is_client_bound(
     busy = wall_s > 0 and cpu_s / wall_s > CLIENT_CPU_BOUND_FRACTION
     behind = interval_ms > 0 and batched_lag_p99_ms > interval_ms
     return busy or behind or loop_lag_p99_ms > LOOP_LAG_BOUND_MS
+
+
+SPREAD_METRICS = ("prefill_tok_s", "decode_tok_s_aggregate")
+"""The figures whose samples are repeats (one value per repeat): their spread is the cell's."""
+
+
+def repeat_spread(stats: dict[str, dict[str, float] | None]) -> dict[str, float]:
+    """max / min of each per-repeat figure with two or more repeats and a positive minimum."""
+    out = {}
+    for key in SPREAD_METRICS:
+        s = stats.get(key)
+        if s and s.get("n", 0) >= 2 and s["min"] > 0:
+            out[key] = s["max"] / s["min"]
+    return out
+
+
+def _gpu_reasons(gpu: dict[str, Any], engine_pids: set[int] | None) -> list[str]:
+    """Other processes above ``GPU_OTHER_SM_NOISY_PCT`` on a GPU (with the engine's pids unknown:
+    a second one above it on the same GPU)."""
+    busy = [p for p in gpu.get("processes") or [] if (p.get("sm_pct") or 0.0) > GPU_OTHER_SM_NOISY_PCT]
+    if engine_pids is not None:
+        others = [p for p in busy if p["pid"] not in engine_pids]
+    else:
+        per_gpu: dict[int, list[dict[str, Any]]] = {}
+        for p in busy:
+            per_gpu.setdefault(p["gpu"], []).append(p)
+        others = [p for ps in per_gpu.values() if len(ps) > 1 for p in ps]
+    return [
+        f"process {p['pid']} used {p['sm_pct']:.0f}% of GPU {p['gpu']}'s SMs "
+        f"(limit {GPU_OTHER_SM_NOISY_PCT:g}%)"
+        for p in others
+    ]
+
+
+def noise_reasons(
+    cpu: dict[str, Any],
+    spread: dict[str, float],
+    gpu: dict[str, Any] | None = None,
+    engine_pids: set[int] | None = None,
+) -> list[str]:
+    """Why a cell is noisy (empty: it is not), each reason with its figure and its limit: ``cpu`` is
+    :func:`lair.bench.machine.cpu_window`'s figures, ``spread`` :func:`repeat_spread`'s, ``gpu``
+    :func:`lair.bench.machine.gpu_processes`' answer."""
+    out = []
+    other = cpu.get("other_cpu_fraction")
+    if other is not None and other > OTHER_CPU_NOISY_FRACTION:
+        out.append(
+            f"other processes used {cpu['other_cpu_cores']:.2f} of {cpu['cpus']} cores "
+            f"({other:.0%}, limit {OTHER_CPU_NOISY_FRACTION:.0%})"
+        )
+    steal = cpu.get("steal_fraction") or 0.0
+    if steal > STEAL_NOISY_FRACTION:
+        out.append(f"CPU steal {steal:.1%} (limit {STEAL_NOISY_FRACTION:.0%})")
+    for key, ratio in spread.items():
+        if ratio > REPEAT_SPREAD_NOISY_RATIO:
+            out.append(f"{key} repeats spread {ratio:.2f}x max/min (limit {REPEAT_SPREAD_NOISY_RATIO:g}x)")
+    return out + (_gpu_reasons(gpu, engine_pids) if gpu and gpu.get("checked") else [])

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lair.bench.machine import EngineProcesses
 from lair.errors import BenchError, ConfigError
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "CellCertificate",
     "CellResult",
     "ClientCertificate",
+    "MachineCertificate",
     "NeedleResult",
     "RunCertificate",
     "check_options",
@@ -137,6 +139,9 @@ class BenchOptions:
     (chunks in between are stamped at most this late; TTFT and the last chunk keep their exact
     arrival). 0 reads every chunk as it arrives, at about twice the CPU cost."""
     progress: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
+    engine: EngineProcesses | None = field(default=None, repr=False, compare=False)
+    """The engine's processes on this machine, when the caller knows them (``lair launch --bench``):
+    their CPU is told apart from other processes' in each cell's machine certificate."""
 
     def __post_init__(self) -> None:
         check_options(self)
@@ -153,7 +158,7 @@ class BenchOptions:
 
     def as_dict(self) -> dict[str, Any]:
         """The options as recorded in results (never the API key)."""
-        d = {k: v for k, v in asdict(self).items() if k not in ("api_key", "progress")}
+        d = {k: v for k, v in asdict(self).items() if k not in ("api_key", "progress", "engine")}
         d["tokenizer"] = str(self.tokenizer) if self.tokenizer else None
         d["api_key_given"] = bool(self.api_key)
         return d
@@ -191,6 +196,29 @@ class ClientCertificate:
 
 
 @dataclass
+class MachineCertificate:
+    """What else used the machine during a cell (:mod:`lair.bench.machine`) and the ``noisy``
+    verdict drawn from it and from the spread of the cell's repeats
+    (:func:`lair.bench.definitions.noise_reasons`)."""
+
+    cpu: dict[str, Any]
+    """:func:`lair.bench.machine.cpu_window`: cores busy, steal, the client's, the engine's (None:
+    unknown) and the other processes' CPU, the run queue; {} where /proc/stat cannot be read."""
+    engine_cpu: str
+    """How the engine's CPU was known (``process tree of PIDS``, ``cgroup DIR``), or why not."""
+    gpu_processes: dict[str, Any]
+    """:func:`lair.bench.machine.gpu_processes` at the cell's end (``checked``: False with a note
+    where NVML is absent)."""
+    repeat_spread: dict[str, float]
+    """max / min of each per-repeat figure (prefill, aggregate decode) over the repeats."""
+    noisy: bool
+    reasons: list[str]
+    """Each figure past its limit, with the figure and the limit (empty: not noisy)."""
+    limits: dict[str, float]
+    """:data:`lair.bench.definitions.NOISE_LIMITS`."""
+
+
+@dataclass
 class CellCertificate:
     """How one cell was measured: what says its number is honest (see docs/bench.md)."""
 
@@ -207,6 +235,8 @@ class CellCertificate:
     """:func:`lair.bench.telemetry.summarize_window` of the cell; None: no GPU telemetry."""
     energy: dict[str, Any] | None = None
     """Joules per token, tokens per kWh, watts; None without an energy figure."""
+    machine: MachineCertificate | None = None
+    """What else used the machine, and the ``noisy`` verdict (None: a report from before it)."""
 
 
 @dataclass
@@ -305,6 +335,22 @@ class BenchResult:
     @property
     def failed_cells(self) -> list[CellResult]:
         return [c for c in self.cells if c.errors]
+
+    @property
+    def noisy_cells(self) -> list[CellResult]:
+        """Cells whose machine certificate says ``noisy`` (something else used the machine, or
+        their repeats disagree)."""
+        return [
+            c for c in self.cells if c.certificate and c.certificate.machine and c.certificate.machine.noisy
+        ]
+
+    def noise_lines(self) -> list[str]:
+        """``ctx C xN: reason; reason`` per noisy cell."""
+        return [
+            f"ctx {c.context} x{c.concurrency}: {'; '.join(c.certificate.machine.reasons)}"
+            for c in self.noisy_cells
+            if c.certificate and c.certificate.machine
+        ]
 
     def failure(self) -> BenchError | None:
         """The error for cells with failed requests, naming each cell and its distinct server

@@ -22,6 +22,7 @@ from lair.bench import definitions as d
 from lair.bench.aggregate import aggregate_cell
 from lair.bench.certificate import CellWindow, ClientLoad, Repeat, cell_certificate, run_certificate
 from lair.bench.client import Endpoint, StreamProtocol, chat_request, http_request, open_stream, parse_stream
+from lair.bench.machine import EngineProcesses, engine_tree, gpu_processes, snapshot
 from lair.bench.metrics import MetricsWatch, cell_engine_metrics, metrics_table, scrape
 from lair.bench.prompt import Counter, PromptSizer, needle_prompt
 from lair.bench.rawstream import RawStream, open_raw_stream, pump
@@ -54,6 +55,8 @@ class _Session:
     seed: int | None = None
     last_end: float = 0.0
     """perf_counter when the last cell (or the warm-up) ended."""
+    engine_pids: list[int] = field(default_factory=list)
+    """The engine's processes as taken at the current cell's start."""
 
 
 _Client = ClientLoad
@@ -184,13 +187,18 @@ async def _repeat(s: _Session, contents: list[str]) -> _Repeat:
     watch = MetricsWatch(s.ep, s.opts.api_key, s.opts.scrape_interval_s)
     if before is not None:
         watch.start()
+    engine = s.opts.engine or EngineProcesses()
+    m0 = snapshot(engine, s.engine_pids)
     t0 = time.perf_counter()
     timings, client = await _stream_all(s, contents, s.opts.decode_tokens, s.opts.force_output)
     t1 = time.perf_counter()
+    m1 = snapshot(engine, s.engine_pids)
     samples = await watch.stop()
     after = await scrape(s.ep, s.opts.api_key) if before is not None else None
-    engine = cell_engine_metrics(before, after, samples) if before is not None and after is not None else {}
-    return _Repeat(timings, client, engine, t0, t1, _hits(before, after), _hits(after, after))
+    metrics = cell_engine_metrics(before, after, samples) if before is not None and after is not None else {}
+    rep = _Repeat(timings, client, metrics, t0, t1, _hits(before, after), _hits(after, after))
+    rep.machine = (m0, m1) if m0 is not None and m1 is not None else None
+    return rep
 
 
 async def _contents(s: _Session, ctx: int, c: int) -> list[str]:
@@ -332,7 +340,8 @@ def _say(s: _Session, msg: str) -> None:
 async def _run_cell(s: _Session, ctx: int, c: int, rows: list[dict[str, Any]]) -> CellResult:
     if s.opts.idle_gap_s > 0:
         await asyncio.sleep(s.opts.idle_gap_s)  # the engine and GPU idle before the cell (an option)
-    began = time.perf_counter()
+    began, began_wall = time.perf_counter(), time.time()
+    s.engine_pids = engine_tree(s.opts.engine)
     reps: list[_Repeat] = []
     for i in range(s.opts.repeat):
         rep = await _repeat(s, await _contents(s, ctx, c))
@@ -340,7 +349,8 @@ async def _run_cell(s: _Session, ctx: int, c: int, rows: list[dict[str, Any]]) -
         reps.append(rep)
         _say(s, f"  ctx {ctx} x{c} repeat {i + 1}/{s.opts.repeat}: {_repeat_line(rep)}")
     cell = _cell(s, ctx, c, reps)
-    s.windows.append(CellWindow(len(s.windows), began - s.last_end, reps, cell))
+    gpu = await asyncio.to_thread(gpu_processes, began_wall)
+    s.windows.append(CellWindow(len(s.windows), began - s.last_end, reps, cell, s.engine_pids, gpu))
     s.last_end = time.perf_counter()
     _say(s, _cell_line(cell))
     return cell
@@ -468,6 +478,8 @@ def _certify(s: _Session) -> None:
         for kind in ("thermal", "power"):
             if cert.gpu and cert.gpu[f"{kind}_throttled"]:
                 w.cell.flags.append(f"{kind}-throttled")
+        if cert.machine is not None and cert.machine.noisy:
+            w.cell.flags.append("noisy")
 
 
 async def run_bench_async(url: str, options: BenchOptions | None = None) -> BenchResult:

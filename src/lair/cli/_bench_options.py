@@ -13,7 +13,7 @@ from typing import Any
 
 from lair.cli._common import err, path_arg
 
-__all__ = ["BENCH_OPTIONS", "add_bench_options", "bench_options", "print_bench", "rig_pricing"]
+__all__ = ["BENCH_OPTIONS", "add_bench_options", "bench_options", "print_bench", "rig_pricing", "warn_noisy"]
 
 
 def ints_arg(text: str) -> list[int]:
@@ -141,6 +141,19 @@ def bench_options(
     )
     opts.power_price_kwh, opts.hardware_cost, opts.hardware_life_years = rig_pricing(rig)
     return opts
+
+
+def warn_noisy(result: Any) -> None:
+    """A warning on stderr per noisy cell (something else used the machine, or its repeats
+    disagree), with its figures and limits; nothing when every cell is quiet."""
+    lines = result.noise_lines()
+    for line in lines:
+        err(f"warning: noisy cell {line}")
+    if lines:
+        err(
+            "hint: stop what else runs on the machine (and on its GPUs) and measure again: a noisy cell "
+            "is never submitted as a replication and the registry stores it as reported-by-report"
+        )
 
 
 def print_bench(result: Any) -> None:

@@ -9,6 +9,8 @@
     check_fit                 lair fit on the rig's GPUs (skipped for a CPU-only recipe); stops here
     launch + bench            lair launch's code path, the row's cells with the report's options
     compare                   theirs, yours, delta %, inside/outside the band (lair.replication)
+    refuse noise              noisy cells (something else used the machine) or a run whose own
+                              repeats spread wider than the row's band: no verdict, no upload
     submit (--submit)         the report uploaded with ?replicates=ROW: the registry's own verdict
 
 Every step reuses the command that owns it (``lair pull``'s :func:`pull_revision`, ``lair fit``'s
@@ -26,10 +28,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lair.cli._bench_options import rig_pricing
 from lair.cli._common import err
-from lair.errors import ConfigError, FitError
-from lair.replication import NOT_REPRODUCED, REPLICATED, Comparison, RecipeRef, RowRef, compare, verdict
+from lair.errors import ConfigError, FitError, InconclusiveError, NoisyError
+from lair.replication import (
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    REPLICATED,
+    Comparison,
+    RecipeRef,
+    RowRef,
+    compare,
+    verdict,
+)
 
 __all__ = [
+    "EXIT_INCONCLUSIVE",
+    "EXIT_NOISY",
     "EXIT_NOT_FIT",
     "EXIT_NOT_REPRODUCED",
     "Options",
@@ -43,6 +56,12 @@ EXIT_NOT_FIT = 7
 """``lair reproduce`` stopped before launching: ``lair fit`` says it does not fit (or cannot tell)."""
 EXIT_NOT_REPRODUCED = 8
 """The run finished and at least one figure is outside the row's noise band."""
+EXIT_NOISY = NoisyError.exit_code
+"""9: the run finished but a cell is noisy (other processes' CPU, steal, another GPU process or its
+repeats past the limits of :mod:`lair.bench.definitions`): no verdict, nothing submitted."""
+EXIT_INCONCLUSIVE = InconclusiveError.exit_code
+"""10: the run's own repeats of a figure spread wider than the row's band: it can say neither
+reproduced nor not reproduced (:data:`lair.replication.INCONCLUSIVE`); nothing submitted."""
 
 _BENCH_KEYS = (
     "decode_tokens", "repeat", "force_output", "fresh_prompts", "warmup_requests", "idle_gap_s",
@@ -59,7 +78,7 @@ class RowOutcome(_Model):
     row_id: str = Field(description="the row reproduced (SLUG@REV#ID)")
     context: int
     concurrency: int
-    outcome: str = Field(description="replicated or not-reproduced, by lair.replication's rule")
+    outcome: str = Field(description="replicated, not-reproduced or inconclusive, by lair.replication's rule")
     figures: list[dict[str, Any]] = Field(description="theirs, yours, delta_pct, band, inside per figure")
 
 
@@ -82,7 +101,9 @@ class Outcome(_Model):
     image: dict[str, Any] = Field(default_factory=dict, description="image digests, theirs and yours")
     rows: list[RowOutcome] = Field(default_factory=list)
     outcome: str = Field(
-        "", description="replicated when every row is, else not-reproduced; not-fit: stopped"
+        "",
+        description="replicated when every row is; inconclusive when a row is; else not-reproduced; "
+        "not-fit, noisy: stopped",
     )
     submitted: dict[str, Any] | None = Field(None, description="the registry's answer to --submit")
 
@@ -140,7 +161,7 @@ def resolve(client: Any, ref: RecipeRef) -> tuple[dict[str, Any], list[Theirs], 
     """(the revision's document, the rows to reproduce with their reports' options and bands, the id
     an upload links to). A row named without a revision is looked up in the latest document, then
     its own revision is used."""
-    from lair.registry.service.replication import cell_stats
+    from lair.report.raw_cells import cell_stats
 
     doc = client.recipe(ref.slug, ref.revision)
     rows = _pick(doc, ref)
@@ -263,7 +284,8 @@ def compare_rows(slug: str, targets: list[Theirs], cells: list[dict[str, Any]]) 
     out = []
     for t in targets:
         key = (int(t.row["context"]), int(t.row["concurrency"]))
-        comps: list[Comparison] = compare(t.row, t.stats, mine.get(key, {}))
+        cell = mine.get(key, {})
+        comps: list[Comparison] = compare(t.row, t.stats, cell, cell.get("stats"))
         out.append(
             RowOutcome(
                 row_id=str(RowRef(slug, int(t.row["revision"]), int(t.row["id"]))),
@@ -314,7 +336,7 @@ def _show_run(pinned: str | None, bench: Any) -> None:
     if pinned:
         err(f"image: their run's digest of the recipe's image, {pinned} (what the acceptance binds)")
     shown = ", ".join(f"{k}={getattr(bench, k)}" for k in _BENCH_KEYS if hasattr(bench, k))
-    err(f"bench options from their report: {shown}")
+    err(f"their bench options: {shown}")
 
 
 def _run(req: Any, bench: Any, opts: Options) -> tuple[Any, Path]:
@@ -328,8 +350,11 @@ def _run(req: Any, bench: Any, opts: Options) -> tuple[Any, Path]:
     got: dict[str, Any] = {}
 
     def on_ready(res: Any) -> None:
+        from lair.cli._engine_procs import engine_processes
+
         got["secrets"] = res.secrets
         bench.api_key = res.api_key
+        bench.engine = engine_processes(res.run_id)
         got["result"] = run_bench(res.endpoint.removesuffix("/v1"), bench)
 
     res = launch(req, detach=False, progress=err, on_ready=on_ready)
@@ -375,10 +400,11 @@ def reproduce(client: Any, ref: RecipeRef, opts: Options) -> Outcome:
     out.engine = {"theirs": _engine(theirs_fp), "yours": _engine(mine_fp)}
     out.image = {"theirs": _digests(theirs_fp), "yours": _digests(mine_fp), "pinned": pinned}
     out.rows = compare_rows(ref.slug, targets, result.as_dict()["cells"])
-    out.outcome = REPLICATED if all(r.outcome == REPLICATED for r in out.rows) else NOT_REPRODUCED
+    out.outcome = overall(out.rows)
     if (failure := result.failure()) is not None:
         out.ok = False
         raise _Stopped(out, failure)
+    refuse_noise(out, result)
     if opts.submit:
         from lair.errors import RegistryError
 
@@ -387,6 +413,37 @@ def reproduce(client: Any, ref: RecipeRef, opts: Options) -> Outcome:
         except RegistryError as exc:  # refused or unreachable: the comparison still stands, the report stays
             raise _Stopped(out, exc) from None
     return out
+
+
+def overall(rows: list[RowOutcome]) -> str:
+    """``inconclusive`` when any row is, else ``replicated`` when every row is, else not-reproduced."""
+    if any(r.outcome == INCONCLUSIVE for r in rows):
+        return INCONCLUSIVE
+    return REPLICATED if all(r.outcome == REPLICATED for r in rows) else NOT_REPRODUCED
+
+
+def refuse_noise(out: Outcome, result: Any) -> None:
+    """Stop (nothing submitted) when a cell of the run is noisy, or a row's verdict is inconclusive."""
+    if lines := result.noise_lines():
+        out.ok, out.outcome = False, "noisy"
+        raise _Stopped(
+            out,
+            NoisyError(
+                "noisy cells, no verdict and nothing submitted:\n  " + "\n  ".join(lines),
+                hint="stop what else runs on the machine (and its GPUs), then run lair reproduce again",
+            ),
+        )
+    if out.outcome == INCONCLUSIVE:
+        out.ok = False
+        rows = [r.row_id for r in out.rows if r.outcome == INCONCLUSIVE]
+        raise _Stopped(
+            out,
+            InconclusiveError(
+                f"{', '.join(rows)}: this run's own repeats spread wider than the row's noise band, "
+                "so it says neither reproduced nor not; nothing submitted",
+                hint="run again on a quieter machine, or with more repeats of longer cells",
+            ),
+        )
 
 
 class _Stopped(Exception):
@@ -398,4 +455,4 @@ class _Stopped(Exception):
 
 
 Stopped = _Stopped
-__all__ += ["RowOutcome", "Stopped", "check_fit", "compare_rows", "pin_image"]
+__all__ += ["RowOutcome", "Stopped", "check_fit", "compare_rows", "overall", "pin_image", "refuse_noise"]

@@ -9,7 +9,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
-from lair.cli._bench_options import add_bench_options, bench_options, print_bench
+from lair.cli._bench_options import add_bench_options, bench_options, print_bench, warn_noisy
 from lair.cli._common import dump_json, err, path_arg
 
 if TYPE_CHECKING:
@@ -48,6 +48,15 @@ def register(sub: Any) -> None:
         "--set", action="append", default=[], metavar="NAME=VALUE", help="recipe placeholder value"
     )
     p.add_argument("--run-name", help="report name (default: the recipe name, else 'bench')")
+    p.add_argument(
+        "--engine-pid",
+        type=int,
+        action="append",
+        default=[],
+        metavar="PID",
+        help="the engine's process on this machine (repeatable; its children count too): its CPU is "
+        "told apart from other processes' in the noisy check (default: unknown)",
+    )
     p.add_argument("--json", action="store_true", help='print {"cells": [...], "needle", "report"}')
     p.set_defaults(handler=cmd_bench)
 
@@ -131,6 +140,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print_bench(result)
     if report:
         err(f"report: {report}")
+    warn_noisy(result)
     if failure is not None:
         err(f"error: {failure.render()}")
         return int(failure.exit_code)
@@ -140,8 +150,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def options_of(args: argparse.Namespace, key: str | None) -> Any:
     """The BenchOptions of ``lair bench``: the shared options, the key, the ``--rig``'s prices and the
     ``--recipe``'s context limit."""
+    from lair.bench import EngineProcesses
+
     max_context = _recipe_max_context(args.recipe) if args.recipe else None
-    return bench_options(args, api_key=key, rig=args.rig, max_context=max_context)
+    opts = bench_options(args, api_key=key, rig=args.rig, max_context=max_context)
+    if args.engine_pid:
+        opts.engine = EngineProcesses(pids=list(args.engine_pid))
+    return opts
 
 
 def _recipe_max_context(path: Path) -> int | None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from lair.cli._bench_options import add_bench_options, bench_options, print_bench
+from lair.cli._bench_options import add_bench_options, bench_options, print_bench, warn_noisy
 from lair.cli._common import dump_json, err
 from lair.cli.eval_cmds import add_eval_options, suites_arg
 
@@ -303,7 +303,10 @@ def _bench(args: argparse.Namespace, out: dict[str, Any]) -> Any:
         if opts is None:
             out["eval"] = _evaluate(args, res)
             return
+        from lair.cli._engine_procs import engine_processes
+
         opts.api_key = res.api_key  # the run's own key (e.g. VLLM_API_KEY), never on a command line
+        opts.engine = engine_processes(res.run_id)  # its CPU told apart from other processes'
         out["result"] = run_bench(res.endpoint.removesuffix("/v1"), opts)
         if args.eval_suites:
             out["eval"] = _evaluate(args, res)
@@ -391,6 +394,8 @@ def _finish_bench(args: argparse.Namespace, res: Any, bench: dict[str, Any]) -> 
     if not args.json:
         _print_measured(result, evaluation)
         err(f"report: {report}")
+    if result is not None:
+        warn_noisy(result)
     if failure is not None:
         if args.json:
             dump_json(doc)

@@ -3,7 +3,9 @@ RECIPE...``: pinned recipes re-run and submitted (for a timer), so regressions s
 
 Exit codes: 0 reproduced (rebench: every recipe reproduced or skipped); 7 stopped before launching:
 ``lair fit`` says it does not fit, or cannot tell; 8 not reproduced (a figure outside the row's noise
-band); 1 other errors (the launch, failed requests); 2 bad usage; 3-6 the registry's (refused,
+band); 9 noisy (something else used the machine, or a cell's repeats disagree: no verdict, nothing
+submitted); 10 inconclusive (this run's own repeats spread wider than the row's band: no verdict,
+nothing submitted); 1 other errors (the launch, failed requests); 2 bad usage; 3-6 the registry's (refused,
 duplicate, not allowed, unreachable: as ``lair submit``). The noise band is :mod:`lair.replication`'s
 (docs/reproduce.md).
 """
@@ -14,6 +16,7 @@ import argparse
 from typing import Any
 
 from lair.cli._common import dump_json, err
+from lair.vocabulary import NOT_REPRODUCED, REPRODUCED
 
 __all__ = ["register"]
 
@@ -96,6 +99,12 @@ def _num(x: float | None) -> str:
     return f"{x:,.1f}" if abs(x) >= 10 else f"{x:,.3g}"
 
 
+_WORDS = {
+    "replicated": REPRODUCED,  # lair.vocabulary: an attempt is never "replicated"
+    "inconclusive": "INCONCLUSIVE (this run's own repeats spread wider than the band)",
+}
+
+
 def render(out: Any) -> str:
     """The side-by-side table and the verdict lines (``out``: an :class:`Outcome`)."""
     from lair.table import text_table
@@ -118,7 +127,7 @@ def render(out: Any) -> str:
         lines.append(f"image: {'the same digest' if same else 'DIFFERENT digests'} ({yours})")
     for r in out.rows:
         outside = [f"{f['label']} {f['delta_pct']:+.1f}%" for f in r.figures if f["inside"] is False]
-        word = "reproduced" if r.outcome == "replicated" else "NOT reproduced"
+        word = _WORDS.get(r.outcome, NOT_REPRODUCED.replace("not", "NOT", 1))
         lines.append(
             f"{r.row_id}: {word}" + (f" (outside the band: {', '.join(outside)})" if outside else "")
         )

@@ -26,6 +26,7 @@ __all__ = [
     "energy_rows",
     "energy_text",
     "html_page",
+    "machine_text",
     "markdown",
     "speed_text",
     "table_rows",
@@ -60,7 +61,7 @@ ENERGY_COLUMNS = (
     "energy from",
 )
 """Columns of the energy table (cells with an energy figure)."""
-CERTIFICATE_COLUMNS = ("context", "conc", "ran", "idle gap s", "cache", "client", "GPU")
+CERTIFICATE_COLUMNS = ("context", "conc", "ran", "idle gap s", "cache", "client", "GPU", "machine")
 """Columns of the per-cell certificate table."""
 
 
@@ -131,6 +132,25 @@ def _gpu_text(g: dict[str, Any] | None) -> str:
     return ", ".join(parts)
 
 
+def machine_text(m: dict[str, Any] | None) -> str:
+    """``NOISY: reason; reason`` or ``quiet: other 0.01 of 2 cores, steal 0%``; ``-`` before it existed."""
+    if not m:
+        return "-"
+    if m.get("noisy"):
+        return "NOISY: " + "; ".join(m.get("reasons") or [])
+    cpu = m.get("cpu") or {}
+    if cpu.get("other_cpu_cores") is not None:
+        parts = [f"other {cpu['other_cpu_cores']:.2f} of {cpu.get('cpus')} cores"]
+    else:
+        parts = [str(m.get("engine_cpu") or "engine CPU unknown")]
+    if cpu:
+        parts.append(f"steal {float(cpu.get('steal_fraction') or 0):.0%}")
+    spread = m.get("repeat_spread") or {}
+    if spread:
+        parts.append(f"repeats within {max(spread.values()):.2f}x")
+    return "quiet: " + ", ".join(parts)
+
+
 def certificate_rows(cells: list[dict[str, Any]]) -> list[list[str]]:
     """One row per cell with a certificate: when it ran, the cache, the client, the GPU."""
     rows = []
@@ -147,6 +167,7 @@ def certificate_rows(cells: list[dict[str, Any]]) -> list[list[str]]:
                 _cache_text(cert.get("cache") or {}),
                 _client_text(cert.get("client") or {}),
                 _gpu_text(cert.get("gpu")),
+                machine_text(cert.get("machine")),
             ]
         )
     return rows
