@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import sqlalchemy as sa
@@ -22,15 +22,17 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 from test_verified_physics import H100, H100_CEILING, LLAMA_SLUG, World, _report
 
+from lair.registry.db.schema import User
 from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.bounds import POWER_MARGIN
-from lair.registry.service.publish import USERS, publish, seed_examples
+from lair.registry.service.publish import publish, seed_examples
 from lair.registry.service.replication import ATTEMPT_UNVERIFIED, OWN_ACCOUNT, OWN_RIG, ROW_UNVERIFIED
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
 from lair.testing.registry import tgz
 
 H100_TDP_W, H100_IDLE_W = 700.0, 20.0  # the catalog's figures (spec sheet: up to 700 W)
+USERS = cast(sa.Table, User.__table__)
 CPUS = {"alice": "AMD EPYC 9654", "bob": "AMD EPYC 7763", "carol": "Intel(R) Xeon(R) Platinum 8480+"}
 
 
@@ -171,6 +173,11 @@ def test_a_forged_slow_attempt_marks_nothing_unless_it_is_verified(world: World)
     (counted,) = [x for x in rep["attempts"] if x["counted"]]
     assert (counted["submitted_by"], counted["account"]["new"]) == ("carol", True)
     assert counted["account"]["why"] == "an account 0.0 days old, nothing filed before when it filed"
+    page = world.client.get(f"/recipes/{LLAMA_SLUG}").text
+    assert (
+        'data-counted="yes" data-new-account="yes"><strong>not reproduced here</strong> on 1x NVIDIA H100' in page
+    )
+    assert f'by carol <span class="new-account">(new account: {counted["account"]["why"]})</span>' in page
     (fail,) = [c for c in _matrix_cells(world) if c["status"] == "fail"]
     attempt_row = _rows(world)[slow["id"]]
     assert fail["failed_by"] == [

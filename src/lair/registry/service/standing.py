@@ -19,8 +19,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
-from lair.registry.db.schema import Report
-from lair.registry.service.publish import REVISIONS, USERS
+from lair.registry.db.schema import Report, Revision, User
 
 __all__ = [
     "COLUMNS",
@@ -37,6 +36,8 @@ _DAY_S = 86400.0
 
 
 _REPORTS = cast(sa.Table, Report.__table__)
+REVISIONS = cast(sa.Table, Revision.__table__)
+USERS = cast(sa.Table, User.__table__)
 COLUMNS = ("filer_age_days", "filer_history", "filer_new")
 _AT_0016: weakref.WeakSet[Engine] = weakref.WeakSet()
 
