@@ -175,7 +175,8 @@ def test_a_forged_slow_attempt_marks_nothing_unless_it_is_verified(world: World)
     assert counted["account"]["why"] == "an account 0.0 days old, nothing filed before when it filed"
     page = world.client.get(f"/recipes/{LLAMA_SLUG}").text
     assert (
-        'data-counted="yes" data-new-account="yes"><strong>not reproduced here</strong> on 1x NVIDIA H100' in page
+        'data-counted="yes" data-new-account="yes"><strong>not reproduced here</strong> on 1x NVIDIA H100'
+        in page
     )
     assert f'by carol <span class="new-account">(new account: {counted["account"]["why"]})</span>' in page
     (fail,) = [c for c in _matrix_cells(world) if c["status"] == "fail"]
@@ -317,3 +318,18 @@ def test_an_account_with_history_is_new_only_while_younger_than_the_setting(
         second = _post(w0, _h100(w0, "bob", 0.91, name="bob-again"), "bob")
     rows = _rows(world)
     assert (rows[first["id"]]["filer_new"], rows[second["id"]]["filer_new"]) == (True, False)
+
+
+def test_the_power_bounds_of_several_gpus_are_worked_by_hand() -> None:
+    """8 H100s of which the telemetry sampled 4: the floor is 4 x 20 W = 80 W (the GPUs sampled draw at
+    least idle), the ceiling 8 x 700 W x 1.1 = 6,160 W; a forged count of 99 sampled is held to the 8."""
+    from lair.fit import find_device_by_smi_name
+    from lair.registry.service.bounds import power_of, spread
+
+    h100 = find_device_by_smi_name("NVIDIA H100 80GB HBM3")
+    assert h100 is not None
+    p = power_of(h100, 8, 4)
+    assert p is not None and (p.floor, p.ceiling) == (80.0, pytest.approx(6160.0))
+    assert power_of(h100, 8, 99).floor == 160.0  # type: ignore[union-attr]
+    assert power_of(h100, 8, None).floor == 20.0  # type: ignore[union-attr]  # no count: one GPU
+    assert spread([180.0, 200.0, 210.0]) == pytest.approx(30 / 200) and spread([200.0]) is None
