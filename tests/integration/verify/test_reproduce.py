@@ -110,7 +110,8 @@ def _table(stdout: str, row_id: str) -> dict[str, list[str]]:
 
 
 def _submitted_until_accepted(args: list[str], env: dict[str, str]) -> Any:
-    """``lair reproduce ... --submit``, again while the registry refuses the run as client-bound."""
+    """``lair reproduce ... --submit``, again while the registry refuses the run as client-bound, or
+    the run is noisy or inconclusive on the shared machine (then it submits nothing)."""
     deadline, res = time.monotonic() + 420, None
     while time.monotonic() < deadline:
         res = lair("reproduce", *args, env=env, timeout=240)
@@ -118,6 +119,8 @@ def _submitted_until_accepted(args: list[str], env: dict[str, str]) -> Any:
             time.sleep(2)
             continue
         if res.returncode == 3 and "client-bound" in res.stderr:
+            continue
+        if res.returncode in (9, 10):  # noisy, or this run's repeats wider than the band: measure again
             continue
         return res
     raise AssertionError(f"every attempt refused in 7 minutes: {res.stderr[-2000:] if res else ''}")
@@ -191,7 +194,9 @@ def test_a_slowed_rig_is_not_reproduced_with_the_delta(
         "pending",
     )
     page = _page(base, "tiny-cpu-threads")
-    assert "<strong>not reproduced here</strong> on CPU" in page and f"decode {link['delta_pct']:+.1f}%" in page
+    assert (
+        "<strong>not reproduced here</strong> on CPU" in page and f"decode {link['delta_pct']:+.1f}%" in page
+    )
 
 
 VLLM = Path(__file__).resolve().parents[3] / "examples" / "tiny-vllm-cpu" / "recipe.toml"
