@@ -18,9 +18,10 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 from upload_site import Site, make_site
 
+from lair.registry.service.publish import add_revision
 from lair.registry.service.recompute import check_cells
 from lair.registry.service.replication import OWN_ACCOUNT
-from lair.testing.uploads import encode, tar_gz
+from lair.testing.uploads import encode, report_files, tar_gz
 
 THEIRS_DECODE = (100.0 + 3 / 0.031) / 2
 _SELECT = 'title="click once to select the command"'
@@ -33,7 +34,10 @@ def site(db_url: str, engine: Engine) -> Iterator[Site]:
 
 def _slowed(site: Site, factor: float) -> dict[str, Any]:
     """The site's report with every time after the send stretched by ``factor``, its cell recomputed."""
-    files = site.report()
+    return _stretched(site.report(), factor)
+
+
+def _stretched(files: dict[str, Any], factor: float) -> dict[str, Any]:
     for row in files["requests.jsonl"]:
         row["chunk_ms"] = [round(t * factor, 3) for t in row["chunk_ms"]]
         row["ttft_ms"] = row["chunk_ms"][0]
@@ -117,6 +121,31 @@ def test_a_report_of_another_recipe_is_422(site: Site, engine: Engine) -> None:
     assert res.status_code == 422, res.text
     assert f"the report is of tiny-cpu@1; {slug}@{number}#{mid} is a row of {slug}@{number}" in res.text
     assert _count(engine, "replication_attempts") == 0
+
+
+def test_a_report_of_another_revision_of_the_same_recipe_is_422(site: Site, engine: Engine) -> None:
+    _, rid = _original(site)
+    with engine.begin() as conn:
+        toml = conn.execute(
+            sa.text(
+                "SELECT v.toml FROM revisions v JOIN recipes r ON r.id = v.recipe_id "
+                "WHERE r.slug = 'tiny-cpu' AND v.number = 1"
+            )
+        ).scalar_one()
+        assert "ready_timeout_s = 60" in toml
+        second = add_revision(
+            conn, "tiny-cpu", toml.replace("ready_timeout_s = 60", "ready_timeout_s = 90"), author="uploader",
+            notes="a longer ready timeout",
+        )  # fmt: skip
+    assert second.revision == 2
+    files = _stretched(
+        report_files(toml.replace("ready_timeout_s = 60", "ready_timeout_s = 90"), second.sha256), 1.01
+    )
+    res = _post(site, files, rid)
+    assert res.status_code == 422, res.text
+    assert f"the report is of tiny-cpu@2; {rid} is a row of tiny-cpu@1" in res.json()["error"]["message"]
+    assert _count(engine, "replication_attempts") == 0
+    assert _post(site, files).status_code == 201  # the same report, no attempt: accepted
 
 
 def test_an_attempt_within_the_band_is_replicated_and_shown_as_the_row_s_own(site: Site) -> None:
