@@ -157,18 +157,25 @@ def _legend_entries(chart: Chart, colours: dict[int | None, str]) -> list[tuple[
     return out
 
 
-def _legend_layout(labels: list[str]) -> tuple[int, int]:
-    """(columns, lines of text per column at most) for the most columns whose entries fit across the
-    figure: matplotlib fills a legend column by column, each as wide as its widest entry (DejaVu
-    Sans averages 0.6 em a character; the handle and gaps take about 4 em)."""
+def _legend_columns(labels: list[str]) -> int:
+    """The most legend columns whose entries fit across the figure: matplotlib fills a legend column
+    by column, each as wide as its widest entry (DejaVu Sans averages 0.6 em a character; the handle
+    and gaps take about 4 em). An estimate: :func:`_figure` measures the legend drawn and gives it
+    fewer columns while it is still too wide."""
     widths = [_LEGEND_PT * (4 + 0.6 * max(len(line) for line in s.split("\n"))) for s in labels]
-    lines = [s.count("\n") + 1 for s in labels]
     for ncols in range(len(labels), 0, -1):
         rows = math.ceil(len(labels) / ncols)
         spans = range(0, len(labels), rows)
         if ncols == 1 or sum(max(widths[i : i + rows]) for i in spans) <= _WIDTH_IN * 72 - 16:
-            return ncols, max(sum(lines[i : i + rows]) for i in spans)
+            return ncols
     raise AssertionError("unreachable: one column always fits")
+
+
+def _legend_lines(labels: list[str], ncols: int) -> int:
+    """Lines of text in the legend's tallest column when its entries fill ``ncols`` columns."""
+    rows = math.ceil(len(labels) / ncols)
+    lines = [s.count("\n") + 1 for s in labels]
+    return max(sum(lines[i : i + rows]) for i in range(0, len(labels), rows))
 
 
 def _line(ax: Axes, s: Series, colour: str) -> None:
@@ -265,30 +272,62 @@ _RC: dict[Any, Any] = {  # Any keys: matplotlib types them as a Literal of every
 
 
 def _figure(chart: Chart) -> bytes:
+    """The chart's SVG document, its legend inside the figure: drawn, the legend's width measured
+    (matplotlib's own text metrics, those of the DejaVu Sans the browser is asked for), and drawn
+    again with one column fewer, or at last a wider figure, while it runs past either side."""
     from matplotlib import rc_context
+
+    colours = _colours(chart)
+    entries = _legend_entries(chart, colours)
+    labels = [label for label, _ in entries]
+    ncols = _legend_columns(labels)
+    width = _WIDTH_IN
+    with rc_context(_RC):
+        while True:
+            fig, legend = _draw(chart, colours, entries, ncols, width)
+            fig.draw_without_rendering()
+            box, dpi = legend.get_window_extent(), fig.dpi
+            needed = (box.width + 2 * _LEGEND_MARGIN_PT * dpi / 72) / dpi  # inches
+            if box.x0 >= _LEGEND_MARGIN_PT * dpi / 72 and needed <= width:
+                break
+            if ncols > 1:
+                ncols -= 1
+            else:
+                width = math.ceil(needed * 20) / 20  # a twentieth of an inch: few distinct sizes
+        buf = io.BytesIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    return buf.getvalue()
+
+
+_LEGEND_MARGIN_PT = 4  # each side of the legend: the browser's glyphs may run a little wider
+
+
+def _draw(
+    chart: Chart,
+    colours: dict[int | None, str],
+    entries: list[tuple[str, dict[str, Any]]],
+    ncols: int,
+    width: float,
+) -> tuple[Any, Any]:
+    """The figure (``width`` inches across) and its legend of ``ncols`` columns, not yet saved."""
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    colours = _colours(chart)
-    entries = _legend_entries(chart, colours)
-    ncols, rows = _legend_layout([label for label, _ in entries])
-    with rc_context(_RC):
-        fig = Figure(figsize=(_WIDTH_IN, _HEIGHT_IN + _LEGEND_ROW_IN * rows), layout="constrained")
-        FigureCanvasSVG(fig)  # layout measured and drawn by the SVG renderer, no raster canvas
-        ax = fig.add_subplot()
-        top = _top(chart)[0]
-        single = len({x for s in chart.series for x, _ in s.points}) == 1
-        (_draw_bars if single else _draw_lines)(ax, chart, colours)
-        _y_axis(ax, chart, top * (1.12 if single else 1.0))
-        ax.set_title(chart.title, gid=_gid("title"))
-        handles = [Line2D([], [], label=label, **kw) for label, kw in entries]
-        legend = fig.legend(handles=handles, loc="outside lower center", ncols=ncols, frameon=False)
-        for t in legend.get_texts():
-            t.set_gid(_gid("legend"))
-        buf = io.BytesIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
-    return buf.getvalue()
+    rows = _legend_lines([label for label, _ in entries], ncols)
+    fig = Figure(figsize=(width, _HEIGHT_IN + _LEGEND_ROW_IN * rows), layout="constrained")
+    FigureCanvasSVG(fig)  # layout measured and drawn by the SVG renderer, no raster canvas
+    ax = fig.add_subplot()
+    top = _top(chart)[0]
+    single = len({x for s in chart.series for x, _ in s.points}) == 1
+    (_draw_bars if single else _draw_lines)(ax, chart, colours)
+    _y_axis(ax, chart, top * (1.12 if single else 1.0))
+    ax.set_title(chart.title, gid=_gid("title"))
+    handles = [Line2D([], [], label=label, **kw) for label, kw in entries]
+    legend = fig.legend(handles=handles, loc="outside lower center", ncols=ncols, frameon=False)
+    for t in legend.get_texts():
+        t.set_gid(_gid("legend"))
+    return fig, legend
 
 
 def render(chart: Chart) -> str:
