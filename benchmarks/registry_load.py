@@ -206,7 +206,7 @@ def verify_some(conn: Any) -> None:
     """Every 4th recipe's rows at 8K and 64K become verified (as if a report had been accepted)."""
     import sqlalchemy as sa
 
-    from lair.registry.service.publish import MEASUREMENTS as M
+    from lair.registry.db.tables import MEASUREMENTS as M
     from lair.registry.service.speeds import refresh_speeds
     from lair.registry.service.stored import changed
 
@@ -232,7 +232,7 @@ def grow(url: str, n0: int, n: int) -> float:
     import sqlalchemy as sa
 
     from lair.registry.db.engine import make_engine
-    from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, TAGS
+    from lair.registry.db.tables import MEASUREMENTS, RECIPES, REVISIONS, TAGS
     from lair.registry.service.stored import DOCUMENTS
 
     t0 = time.monotonic()
@@ -299,8 +299,8 @@ def writers(url: str, accounts: int = 50) -> dict[str, Any]:
     import sqlalchemy as sa
 
     from lair.registry.db.engine import make_engine
+    from lair.registry.db.tables import USERS
     from lair.registry.service.accounts import create_token, create_user
-    from lair.registry.service.publish import USERS
 
     engine = make_engine(url)
     with engine.begin() as conn:

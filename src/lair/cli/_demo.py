@@ -13,8 +13,12 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lair.cli._common import err
+
+if TYPE_CHECKING:
+    from lair.errors import LaunchError
 
 __all__ = ["cmd_demo"]
 
@@ -32,12 +36,20 @@ def _lair(*args: str) -> list[str]:
     return [sys.executable, "-m", "lair", *args]
 
 
+def _serve_exited(proc: subprocess.Popen[bytes]) -> LaunchError:
+    from lair.errors import LaunchError
+
+    return LaunchError(
+        f"the demo's registry (lair serve) exited with {proc.returncode}", hint="its error is above"
+    )
+
+
 def _wait_up(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"lair serve exited with {proc.returncode}")
+            raise _serve_exited(proc)
         try:
             with opener.open(url + "/api/v1/health", timeout=2) as resp:
                 if resp.status == 200:
@@ -134,10 +146,13 @@ def _wait_for_ctrl_c(url: str, proc: subprocess.Popen[bytes]) -> None:
     err("Ctrl-C stops it")
     while proc.poll() is None:
         time.sleep(0.5)
-    raise RuntimeError(f"lair serve exited with {proc.returncode}")
+    raise _serve_exited(proc)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from lair.cli._extras import require_extras
+
+    require_extras(("engines", "registry"), "demo")  # before a folder or a server exists
     folder = Path(tempfile.mkdtemp(prefix="lair-demo-"))
     url = f"http://127.0.0.1:{args.port}"
     err(f"demo folder: {folder}")

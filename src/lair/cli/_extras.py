@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from lair.errors import ConfigError
 
-__all__ = ["extras_providing", "missing_extra"]
+__all__ = ["extras_providing", "missing_extra", "require_extras"]
 
 # import name -> distribution name, where the two differ (the others match once normalized)
 DISTRIBUTIONS = {
@@ -69,3 +69,47 @@ def missing_extra(exc: ModuleNotFoundError, command: str | None) -> ConfigError 
     )
     err.code = "config.extra"
     return err
+
+
+def _lair_requires() -> list[str]:
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        return requires("lair") or []
+    except PackageNotFoundError:
+        return []
+
+
+def _installed(dist: str) -> bool:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution(dist)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def require_extras(extras: tuple[str, ...], command: str) -> None:
+    """Raise the ConfigError naming the ``pip install 'lair[...]'`` of those of ``extras`` that are
+    not (wholly) installed, before ``command`` starts anything; nothing when all are."""
+    from lair.errors import ConfigError
+
+    requires = _lair_requires()
+    missing: dict[str, list[str]] = {}
+    for r in requires:
+        m = _REQUIREMENT.match(r)
+        if m and m[2] in extras and m[2] != "dev" and not _installed(m[1]):
+            missing.setdefault(m[2], []).append(m[1])
+    if not missing:
+        return
+    names = sorted(missing)
+    every = [d for e in names for d in missing[e]]
+    dists = ", ".join(every[:4]) + (f" and {len(every) - 4} more" if len(every) > 4 else "")
+    err = ConfigError(
+        f"lair {command} needs lair's {' and '.join(names)} extra{'s' if len(names) > 1 else ''}, "
+        f"not installed here (missing: {dists})",
+        hint=f"pip install 'lair[{','.join(sorted(extras))}]'",
+    )
+    err.code = "config.extra"
+    raise err

@@ -92,6 +92,17 @@ class EngineSpec:
     ray = False  # whether distributed_backend = "ray" is wired for this engine
     secret_flags: ClassVar[dict[str, str]] = {}  # flag -> env the engine reads instead (no argv)
     api_key_env: str | None = None  # env whose value the engine takes as its API key (bearer token)
+    server_module: str | None = None  # lair's module that serves it under lair's own Python, if any
+    python_modules: tuple[str, ...] = ()  # what that module imports: the modules of ``python_extra``
+    python_extra: str | None = None  # lair's extra that installs them (pyproject's optional deps)
+
+    def runs_on_lairs_python(self, recipe: Recipe) -> bool:
+        """Whether a native run of ``recipe`` serves through :attr:`server_module` with lair's own
+        interpreter (a local node): the default entrypoint, or ``python3 -m`` that module."""
+        if self.server_module is None or recipe.runtime != "native":
+            return False
+        argv = list(recipe.entrypoint)
+        return not argv or (argv[0] in ("python", "python3") and self.server_module in argv)
 
     def default_entrypoint(self, recipe: Recipe, python: str) -> list[str]:
         return []

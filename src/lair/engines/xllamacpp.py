@@ -19,9 +19,12 @@ __all__ = ["XLlamaCpp"]
 
 class XLlamaCpp(LlamaCpp):
     name = "xllamacpp"
+    server_module = "lair.engines.xllamacpp_server"
+    python_modules = ("xllamacpp",)
+    python_extra = "engines"
 
     def default_entrypoint(self, recipe: Recipe, python: str) -> list[str]:
-        return [python, "-m", "lair.engines.xllamacpp_server", "--model", recipe.model]
+        return [python, "-m", str(self.server_module), "--model", recipe.model]
 
     def serve_flags(self, recipe: Recipe, argv: list[str]) -> None:
         add_flag(argv, "--host", recipe.host)

@@ -82,7 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
-    import xllamacpp as xlc
+    try:
+        import xllamacpp as xlc
+    except ModuleNotFoundError as exc:  # one line for the launch's root cause, not a traceback
+        print(f"error: {exc}: pip install 'lair[engines]' on this node", file=sys.stderr, flush=True)
+        return 2
 
     srv = xlc.Server(_params(a))
     print("listening", srv.listening_address, flush=True)

@@ -28,7 +28,8 @@ def prepare(db: str | None, *, seed: bool = True) -> tuple[str, list[str]]:
     """Upgrade the schema; seed the bundled examples when there is no recipe yet; render the stored
     documents again when an older release's writes left them stale, those of recipes that have none,
     and every recipe's when another release's templates rendered them (``stored.restyle``)."""
-    from lair.registry.service.publish import RECIPES, seed_examples
+    from lair.registry.db.tables import RECIPES
+    from lair.registry.service.publish import seed_examples
     from lair.registry.service.stored import documents_stale, refresh_missing, refresh_stale, restyle
 
     url = connect_url(db or default_url())

@@ -18,7 +18,7 @@ __all__ = ["export_static", "static_urls"]
 
 
 def static_urls(db: str | None) -> list[str]:
-    from lair.registry.service.publish import RECIPES, REVISIONS, visible
+    from lair.registry.db.tables import RECIPES, REVISIONS, visible
 
     engine = make_engine(db)
     urls = [

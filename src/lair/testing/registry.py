@@ -227,7 +227,7 @@ def rendered(conn: object, slug: str) -> None:
     documents of ``slug``, as every write of the service layer does (``stored.changed``)."""
     import sqlalchemy as sa
 
-    from lair.registry.service.publish import RECIPES
+    from lair.registry.db.tables import RECIPES
     from lair.registry.service.stored import changed
 
     assert isinstance(conn, sa.Connection)
@@ -249,7 +249,8 @@ def add_verified_row(
     measurement id."""
     import sqlalchemy as sa
 
-    from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, bump_version, now
+    from lair.registry.db.tables import MEASUREMENTS, RECIPES, REVISIONS
+    from lair.registry.db.version import bump_version, now
     from lair.registry.service.speeds import refresh_speeds
 
     assert isinstance(conn, sa.Connection)

@@ -15,8 +15,9 @@ import sqlalchemy as sa
 
 from lair.bench import BenchResult, CellResult
 from lair.registry.db.engine import make_engine
+from lair.registry.db.tables import MEASUREMENTS
 from lair.registry.service.facets import slugify
-from lair.registry.service.publish import MEASUREMENTS, publish
+from lair.registry.service.publish import publish
 from lair.report import write_run_report
 from lair.testing.registry import add_verified_row, rendered
 from lair.testing.tiny_model import make_tiny_model

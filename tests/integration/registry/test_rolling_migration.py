@@ -38,8 +38,8 @@ import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 
 from lair.registry.db.engine import current_revision, make_engine
+from lair.registry.db.tables import VERSION
 from lair.registry.service.accounts import create_token, create_user
-from lair.registry.service.publish import VERSION
 from lair.registry.service.stored import DOCUMENTS, render_documents
 from lair.testing.registry import pg_database, serve_process
 

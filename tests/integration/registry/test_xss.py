@@ -15,8 +15,10 @@ import pytest
 import sqlalchemy as sa
 
 from lair.registry.db.engine import make_engine
+from lair.registry.db.tables import MEASUREMENTS, USERS
+from lair.registry.db.version import now
 from lair.registry.serve import prepare
-from lair.registry.service.publish import MEASUREMENTS, USERS, add_revision, now, publish
+from lair.registry.service.publish import add_revision, publish
 from lair.testing.registry import add_verified_row, rendered, serve_process
 from lair.testing.xss import PAYLOADS, created
 

@@ -15,7 +15,8 @@ from starlette.testclient import TestClient
 
 from lair.client import pack_report
 from lair.registry.db.engine import connect_url, make_engine, migrate
-from lair.registry.service.accounts import Actor, create_token, create_user
+from lair.registry.service.accounts import create_token, create_user
+from lair.registry.service.actor import Actor
 from lair.registry.service.blobs import FileBlobStore
 from lair.registry.service.outage import DISK_RETRY_S
 from lair.registry.service.publish import seed_examples

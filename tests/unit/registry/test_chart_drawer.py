@@ -12,11 +12,14 @@ import sqlalchemy as sa
 from registry_paths import LLAMA
 from sqlalchemy import Engine
 
+from lair.registry.db.tables import RECIPES
 from lair.registry.service import community
-from lair.registry.service.accounts import Actor, create_user
+from lair.registry.service.accounts import create_user
+from lair.registry.service.actor import Actor
 from lair.registry.service.chart import chart_store
-from lair.registry.service.drawer import PENDING, ChartDrawer, drawer_for, note_pending
-from lair.registry.service.publish import RECIPES, publish
+from lair.registry.service.chart_queue import PENDING, drawer_for, note_pending
+from lair.registry.service.drawer import ChartDrawer
+from lair.registry.service.publish import publish
 from lair.registry.service.stored import DOCUMENTS, render_documents
 
 SLUG = "llama31-8b-rtx4090-sglang"

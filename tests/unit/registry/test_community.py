@@ -18,7 +18,8 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from lair.registry.service import community
-from lair.registry.service.accounts import Actor, create_session, create_token, create_user
+from lair.registry.service.accounts import create_session, create_token, create_user
+from lair.registry.service.actor import Actor
 from lair.registry.service.publish import add_revision, publish
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits

@@ -12,10 +12,10 @@ from sqlalchemy import Engine
 
 from lair.cli import main
 from lair.errors import ConfigError, RegistryError
+from lair.registry.db.tables import USERS
 from lair.registry.oauth import load_providers, state_key
 from lair.registry.service.accounts import create_user
 from lair.registry.service.identities import IDENTITIES, Identity, sign_in_external
-from lair.registry.service.publish import USERS
 
 
 def test_first_sign_in_creates_the_account_later_ones_find_it(engine: Engine) -> None:

@@ -20,8 +20,10 @@ from starlette.testclient import TestClient
 from upload_site import Site as UploadSite
 from upload_site import make_site
 
-from lair.registry.service.accounts import Actor, create_session, create_token, create_user
-from lair.registry.service.publish import RECIPES, add_revision, publish
+from lair.registry.db.tables import RECIPES
+from lair.registry.service.accounts import create_session, create_token, create_user
+from lair.registry.service.actor import Actor
+from lair.registry.service.publish import add_revision, publish
 from lair.registry.web import lists, middleware
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits

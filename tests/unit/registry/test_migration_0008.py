@@ -12,8 +12,9 @@ import sqlalchemy as sa
 from registry_paths import LLAMA
 
 from lair.registry.db.engine import current_revision, make_engine, migrate
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, now, publish
-from lair.registry.service.reports import REPORTS
+from lair.registry.db.tables import MEASUREMENTS, RECIPES, REPORTS, REVISIONS
+from lair.registry.db.version import now
+from lair.registry.service.publish import publish
 
 SLUG = "llama31-8b-rtx4090-sglang"
 RIGS = {

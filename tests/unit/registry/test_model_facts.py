@@ -30,8 +30,9 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from lair.recipe import check_text
+from lair.registry.db.tables import RECIPES, REVISIONS
 from lair.registry.service.accounts import create_token, create_user
-from lair.registry.service.publish import RECIPES, REVISIONS, publish, seed_examples
+from lair.registry.service.publish import publish, seed_examples
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
 from lair.testing.registry import tgz

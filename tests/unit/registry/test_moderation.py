@@ -16,8 +16,11 @@ from registry_paths import LLAMA
 from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
-from lair.registry.service.accounts import Actor, create_session, create_token, create_user
-from lair.registry.service.publish import QUALITY, RECIPES, REVISIONS, USERS, now, publish
+from lair.registry.db.tables import QUALITY, RECIPES, REVISIONS, USERS
+from lair.registry.db.version import now
+from lair.registry.service.accounts import create_session, create_token, create_user
+from lair.registry.service.actor import Actor
+from lair.registry.service.publish import publish
 from lair.registry.service.stored import changed
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from lair.errors import RegistryError
-from lair.registry.service.accounts import SCOPES, Actor
+from lair.registry.service.accounts import SCOPES
+from lair.registry.service.actor import Actor
 from lair.registry.service.permissions import PERMISSIONS, Resource, ensure
 
 SERVICE = Path(__file__).resolve().parents[3] / "src" / "lair" / "registry" / "service"

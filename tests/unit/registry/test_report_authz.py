@@ -11,7 +11,8 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from lair.errors import RegistryError
-from lair.registry.service.accounts import Actor, create_user
+from lair.registry.service.accounts import create_user
+from lair.registry.service.actor import Actor
 from lair.registry.service.blobs import FileBlobStore
 from lair.registry.service.reports import submit_report
 from lair.testing.registry import tgz

@@ -16,8 +16,9 @@ from registry_paths import LLAMA
 from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, now, publish
-from lair.registry.service.reports import REPORTS
+from lair.registry.db.tables import MEASUREMENTS, RECIPES, REPORTS, REVISIONS
+from lair.registry.db.version import now
+from lair.registry.service.publish import publish
 from lair.registry.web.app import create_app
 from lair.testing.registry import rendered
 

@@ -22,8 +22,9 @@ from registry_paths import LLAMA
 from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
+from lair.registry.db.tables import RECIPES, REVISIONS
 from lair.registry.service.accounts import create_token, create_user
-from lair.registry.service.publish import RECIPES, REVISIONS, publish, seed_examples
+from lair.registry.service.publish import publish, seed_examples
 from lair.registry.service.stored import BASE, DOCUMENTS, render_documents, with_base
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits

@@ -24,19 +24,12 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from lair.registry.db.engine import connect_url, make_engine, migrate
+from lair.registry.db.tables import MEASUREMENTS, QUALITY, RECIPES, REPORTS, REVISIONS
+from lair.registry.db.version import now
 from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.archive import MAX_ARCHIVE_BYTES
 from lair.registry.service.blobs import FileBlobStore
-from lair.registry.service.publish import (
-    MEASUREMENTS,
-    QUALITY,
-    RECIPES,
-    REVISIONS,
-    now,
-    publish,
-    seed_examples,
-)
-from lair.registry.service.reports import REPORTS
+from lair.registry.service.publish import publish, seed_examples
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import COOKIE, UNSAFE_METHODS
 from lair.testing.registry import gzip_serializer, rendered, tgz, unsafe_routes

@@ -8,7 +8,8 @@ import sqlalchemy as sa
 from registry_paths import LLAMA
 from sqlalchemy import Engine
 
-from lair.registry.service.publish import RECIPES, publish
+from lair.registry.db.tables import RECIPES
+from lair.registry.service.publish import publish
 from lair.registry.service.search import parse_params, search
 
 BASE = LLAMA.read_text()

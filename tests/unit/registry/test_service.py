@@ -12,8 +12,9 @@ from registry_paths import LLAMA, SEED_000, SEED_003
 from sqlalchemy import Engine
 
 from lair.errors import RegistryError
+from lair.registry.db.tables import RECIPES
 from lair.registry.service import read, search
-from lair.registry.service.publish import RECIPES, add_revision, publish, seed_examples
+from lair.registry.service.publish import add_revision, publish, seed_examples
 
 
 def _recipe(

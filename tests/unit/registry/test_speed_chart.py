@@ -14,8 +14,10 @@ from registry_paths import LLAMA
 from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
+from lair.registry.db.tables import MEASUREMENTS
+from lair.registry.db.version import now
 from lair.registry.service.chart import speed_chart
-from lair.registry.service.publish import MEASUREMENTS, now, publish
+from lair.registry.service.publish import publish
 from lair.registry.web.app import create_app
 from lair.testing.registry import add_verified_row, rendered
 

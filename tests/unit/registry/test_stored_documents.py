@@ -25,18 +25,12 @@ from sqlalchemy import Engine
 from upload_site import Site, make_site
 
 from lair.errors import RegistryError
+from lair.registry.db.tables import MEASUREMENTS, QUALITY, RECIPES, REVISIONS, USERS, visible
+from lair.registry.db.version import now
 from lair.registry.service import community
-from lair.registry.service.accounts import Actor, create_user
-from lair.registry.service.publish import (
-    MEASUREMENTS,
-    QUALITY,
-    RECIPES,
-    REVISIONS,
-    USERS,
-    now,
-    publish,
-    visible,
-)
+from lair.registry.service.accounts import create_user
+from lair.registry.service.actor import Actor
+from lair.registry.service.publish import publish
 from lair.registry.service.stored import DOCUMENTS, documents_stale, refresh_stale, render_documents
 from lair.testing.registry import charts_drawn
 from lair.testing.uploads import encode, tar_gz

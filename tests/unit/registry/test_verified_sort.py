@@ -15,8 +15,10 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from lair.registry.db.engine import make_engine, migrate
+from lair.registry.db.tables import MEASUREMENTS, RECIPES
+from lair.registry.db.version import now
 from lair.registry.service.accounts import create_token, create_user
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, add_revision, now, publish
+from lair.registry.service.publish import add_revision, publish
 from lair.registry.web.app import create_app
 from lair.testing.registry import add_verified_row
 

@@ -14,9 +14,11 @@ import sqlalchemy as sa
 from registry_paths import LLAMA, SEED_000
 from sqlalchemy import Engine
 
+from lair.registry.db.tables import RECIPES
 from lair.registry.service import community, votes
-from lair.registry.service.accounts import Actor, create_user
-from lair.registry.service.publish import RECIPES, publish
+from lair.registry.service.accounts import create_user
+from lair.registry.service.actor import Actor
+from lair.registry.service.publish import publish
 from lair.registry.service.stored import DOCUMENTS, render_documents
 
 SLUG = tomllib.loads(LLAMA.read_text())["meta"]["slug"]

@@ -6,10 +6,13 @@ recipe.fit       weights + KV per GPU against the GPUs the nodes have (lair fit'
 gpu.memory       GPU memory already taken by something else
 recipe.shm       /dev/shm for the engine's processes (containers: --shm-size or --ipc host)
 driver.floor     the node's NVIDIA driver against the image's CUDA floor (lair.fit.driver)
+engine.python    an engine served by lair's own module under lair's Python (this machine) has the
+                 modules of its extra (xllamacpp: ``lair[engines]``)
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -20,7 +23,7 @@ if TYPE_CHECKING:
     from lair.fit import ModelFacts
     from lair.recipe import Recipe
 
-__all__ = ["RecipeRig", "driver_findings", "recipe_findings", "shape_findings"]
+__all__ = ["RecipeRig", "driver_findings", "python_findings", "recipe_findings", "shape_findings"]
 
 SHM_MIN = 1 * 2**30  # vLLM's multi-process message queues: Docker's 64 MiB default is not enough
 
@@ -230,3 +233,24 @@ def driver_findings(recipe: Recipe, nodes: Sequence[NodeFacts]) -> list[Finding]
             fix = f"install driver >= {floor.driver}, or use an image built for an older CUDA{compat}"
             out.append(_f("driver.floor", "error", n.name, what, fix))
     return out
+
+
+def python_findings(recipe: Recipe, local_nodes: Sequence[str]) -> list[Finding]:
+    """On each node that is this machine: the modules an engine served under lair's own Python
+    imports (it is this interpreter there, so what it can import is what this process can)."""
+    import importlib.util
+
+    from lair.engines import get_engine
+
+    spec = get_engine(recipe.engine)
+    if not local_nodes or not spec.runs_on_lairs_python(recipe):
+        return []
+    missing = [m for m in spec.python_modules if importlib.util.find_spec(m) is None]
+    if not missing:
+        return []
+    what = (
+        f"engine {spec.name} runs {spec.server_module} under lair's Python ({sys.executable}), "
+        f"which lacks {', '.join(repr(m) for m in missing)}"
+    )
+    fix = f"pip install 'lair[{spec.python_extra}]'"
+    return [_f("engine.python", "error", n, what, fix) for n in local_nodes]

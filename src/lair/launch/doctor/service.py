@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING
 from lair.launch.doctor import checks as C
 from lair.launch.doctor.model import DoctorReport, Finding, NodeFacts
 from lair.launch.doctor.probe import ProbeSpec, probe_node
-from lair.launch.doctor.recipe_checks import RecipeRig, driver_findings, recipe_findings, shape_findings
+from lair.launch.doctor.recipe_checks import (
+    RecipeRig,
+    driver_findings,
+    python_findings,
+    recipe_findings,
+    shape_findings,
+)
 
 if TYPE_CHECKING:
     from lair.fit import ModelFacts
@@ -30,10 +36,11 @@ ALL_CHECKS = (
     "reach.ssh", "clock.skew", "disk.free", "runtime.missing", "runtime.down", "gpu.runtime",
     "gpu.persistence", "net.route", "net.subnet", "net.mtu", "net.interface", "port.busy",
     "recipe.parallel", "recipe.heads", "recipe.fit", "gpu.memory", "recipe.shm", "driver.floor",
+    "engine.python",
 )  # fmt: skip
 FAST_CHECKS = frozenset(
     {"reach.ssh", "runtime.missing", "runtime.down", "gpu.runtime", "net.route", "net.mtu",
-     "net.interface", "port.busy", "recipe.parallel", "recipe.heads", "driver.floor"}
+     "net.interface", "port.busy", "recipe.parallel", "recipe.heads", "driver.floor", "engine.python"}
 )  # fmt: skip
 
 
@@ -272,4 +279,5 @@ def _findings(
         out += recipe_findings(ctx.rig, facts, ctx.container is not None, seen_gpus_only=fast)
         if ctx.rig.wants_gpus:
             out += driver_findings(ctx.rig.recipe, facts)
+        out += python_findings(ctx.rig.recipe, [t.node.name for t in targets if t.node.local])
     return out

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from dataclasses import dataclass
 from datetime import timedelta
 from functools import cache
 from typing import cast
@@ -19,8 +18,10 @@ from sqlalchemy import Connection
 
 from lair.errors import Issue, RegistryError
 from lair.registry.db.schema import ApiToken, Session
+from lair.registry.db.tables import USERS
+from lair.registry.db.version import bump_version, now
+from lair.registry.service.actor import SCOPES, Actor
 from lair.registry.service.permissions import ensure, need
-from lair.registry.service.publish import USERS, bump_version, now
 
 __all__ = [
     "SCOPES",
@@ -38,23 +39,10 @@ __all__ = [
 
 SESSIONS = cast(sa.Table, Session.__table__)
 TOKENS = cast(sa.Table, ApiToken.__table__)
-SCOPES = ("read", "publish")
 NAME_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?")
 """A user name, matched whole (``fullmatch``)."""
 SESSION_DAYS = 14
 MIN_PASSWORD = 10
-
-
-@dataclass(frozen=True)
-class Actor:
-    id: int
-    name: str
-    is_admin: bool = False
-    scopes: tuple[str, ...] = SCOPES
-    csrf: str = ""
-
-    def can(self, scope: str) -> bool:
-        return scope in self.scopes
 
 
 def _hasher() -> object:

@@ -34,7 +34,7 @@ from sqlalchemy import Connection, Engine
 
 from lair.bench.certificate import J_PER_KWH
 from lair.registry.db.schema import CellCertificate
-from lair.registry.service.publish import MEASUREMENTS
+from lair.registry.db.tables import MEASUREMENTS
 from lair.registry.service.recompute import NO_CERTIFICATE
 
 __all__ = [

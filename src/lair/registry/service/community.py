@@ -19,23 +19,13 @@ from lair.errors import Issue, RegistryError
 from lair.recipe import Recipe, is_secret_name
 from lair.recipe.placeholders import find_refs
 from lair.registry.db.schema import Vote
-from lair.registry.service.accounts import Actor
+from lair.registry.db.tables import MEASUREMENTS, QUALITY, RECIPES, REVISIONS, USERS, visible
+from lair.registry.db.version import bump_version, now
+from lair.registry.service.actor import Actor
 from lair.registry.service.canonical import check_depth, check_recipe, parse_recipe
 from lair.registry.service.facets import slugify
 from lair.registry.service.permissions import PERMISSIONS, Resource, ensure, need
-from lair.registry.service.publish import (
-    MEASUREMENTS,
-    QUALITY,
-    RECIPES,
-    REVISIONS,
-    USERS,
-    Published,
-    add_revision,
-    bump_version,
-    now,
-    publish,
-    visible,
-)
+from lair.registry.service.publish import Published, add_revision, publish
 from lair.registry.service.secrets import refuse_issues, refuse_secrets, scan, scan_recipe
 from lair.registry.service.speeds import refresh_for_user, refresh_speeds
 from lair.registry.service.stored import changed, user_recipes
@@ -240,8 +230,9 @@ def hide_recipe(conn: Connection, actor: Actor | None, slug: str, hidden: bool =
 
 def hide_user(conn: Connection, actor: Actor | None, name: str, hidden: bool = True) -> None:
     """Hide (or show again) a user: they can no longer sign in or use their tokens, their recipes
-    leave search, pages and the API (see :func:`~.publish.visible`), and so do the speed and quality
-    rows they submitted to anyone's recipe (:func:`~.speeds.shown_submitter`). Nothing is deleted."""
+    leave search, pages and the API (see :func:`~lair.registry.db.tables.visible`), and so do the
+    speed and quality rows they submitted to anyone's recipe (:func:`~.speeds.shown_submitter`).
+    Nothing is deleted."""
     ensure(actor, "hide-user", Resource(user_name=name))
     uid = conn.execute(sa.select(USERS.c.id).where(USERS.c.name == name)).scalar()
     if uid is None:

@@ -25,7 +25,6 @@ import logging
 import subprocess
 import sys
 import threading
-import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import IO, cast
@@ -33,28 +32,17 @@ from typing import IO, cast
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
-from lair.registry.db.schema import ChartPending
 from lair.registry.service.changes import Note, recording
 from lair.registry.service.chart import chart_key, store_svgs
+from lair.registry.service.chart_queue import PENDING, register, unregister
+from lair.registry.service.stored import changed
 from lair.report.charts import Chart, Series, render
 
-__all__ = ["ChartDrawer", "drawer_for", "note_pending"]
+__all__ = ["ChartDrawer"]
+
+_CLEAR = sa.delete(PENDING).where(PENDING.c.recipe_id == sa.bindparam("rid"))
 
 log = logging.getLogger(__name__)
-PENDING = cast(sa.Table, ChartPending.__table__)
-_NOTE = sa.text("INSERT INTO chart_pending (recipe_id) VALUES (:rid) ON CONFLICT (recipe_id) DO NOTHING")
-_CLEAR = sa.delete(PENDING).where(PENDING.c.recipe_id == sa.bindparam("rid"))
-_DRAWERS: weakref.WeakKeyDictionary[Engine, ChartDrawer] = weakref.WeakKeyDictionary()
-
-
-def drawer_for(engine: Engine) -> ChartDrawer | None:
-    """The started drawer of ``engine`` in this process (None: draw inline)."""
-    return _DRAWERS.get(engine)
-
-
-def note_pending(conn: sa.Connection, recipe_id: int) -> None:
-    """In the write's transaction: the recipe's stored page waits for a chart."""
-    conn.execute(_NOTE, {"rid": recipe_id})
 
 
 def _to_json(chart: Chart) -> str:
@@ -140,7 +128,7 @@ class ChartDrawer:
             return False
         self._thread = threading.Thread(target=self._run, name="lair-charts", daemon=True)
         self._thread.start()
-        _DRAWERS[self.engine] = self
+        register(self.engine, self)
         for rid in left:
             self.submit(rid, [])  # its page is rendered again, and what it lacks drawn then
         return True
@@ -160,7 +148,7 @@ class ChartDrawer:
             return self._cond.wait_for(lambda: not self._todo and not self._busy, timeout)
 
     def close(self, timeout: float = 10.0) -> None:
-        _DRAWERS.pop(self.engine, None)
+        unregister(self.engine)
         with self._cond:
             self._stop = True
             self._cond.notify_all()
@@ -188,8 +176,6 @@ class ChartDrawer:
                     self._cond.notify_all()
 
     def _one(self, recipe_id: int, charts: list[Chart]) -> None:
-        from lair.registry.service.stored import changed
-
         unique = {chart_key(c): c for c in charts}
         svgs = {key: self._svg(c) for key, c in unique.items()}
         with self._writing(), recording() as notes, self.engine.begin() as conn:

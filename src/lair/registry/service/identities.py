@@ -17,8 +17,10 @@ from sqlalchemy import Connection
 
 from lair.errors import RegistryError
 from lair.registry.db.schema import ExternalIdentity
-from lair.registry.service.accounts import NAME_RE, Actor, create_user
-from lair.registry.service.publish import USERS, now
+from lair.registry.db.tables import USERS
+from lair.registry.db.version import now
+from lair.registry.service.accounts import NAME_RE, create_user
+from lair.registry.service.actor import Actor
 
 __all__ = ["IDENTITIES", "Identity", "sign_in_external", "user_name_for"]
 

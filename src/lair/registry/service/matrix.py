@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from lair.errors import RegistryError
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, visible
+from lair.registry.db.tables import MEASUREMENTS, RECIPES, REVISIONS, USERS, visible
 from lair.registry.service.speeds import shown_submitter
 from lair.registry.service.standing import standing_columns
 from lair.registry.service.tiers import annotate
@@ -78,7 +78,7 @@ _KEYS = (
 
 
 def _rows(conn: Connection, where: sa.ColumnElement[bool]) -> list[dict[str, Any]]:
-    from lair.registry.service.reports import REPORTS
+    from lair.registry.db.tables import REPORTS
 
     m = MEASUREMENTS
     stmt = (
@@ -113,8 +113,8 @@ def _failed_attempts(conn: Connection, ids: list[int]) -> dict[int, list[dict[st
     """The rows among ``ids`` that are verified replication attempts which did not reproduce their
     row, each with who filed it (account, whether it was new then) and the row it did not reproduce.
     An unverified attempt is the report's word: it never fails a cell."""
+    from lair.registry.db.tables import REPORTS
     from lair.registry.service.replication import ATTEMPTS, has_attempts
-    from lair.registry.service.reports import REPORTS
 
     if not ids or not has_attempts(conn):
         return {}

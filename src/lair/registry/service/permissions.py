@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from lair.errors import RegistryError
 
 if TYPE_CHECKING:
-    from lair.registry.service.accounts import Actor
+    from lair.registry.service.actor import Actor
 
 __all__ = ["PERMISSIONS", "Permission", "Resource", "ensure", "need"]
 

@@ -8,57 +8,21 @@ PostgreSQL alike.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import cast
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from lair.errors import RegistryError
 from lair.recipe import Recipe
-from lair.registry.db.schema import (
-    Measurement,
-    QualityMeasurement,
-    RecipeTag,
-    RegistryVersion,
-    Revision,
-    User,
-)
-from lair.registry.db.schema import (
-    Recipe as RecipeRow,
-)
+from lair.registry.db.tables import MEASUREMENTS, QUALITY, RECIPES, REVISIONS, TAGS, USERS
+from lair.registry.db.version import now
 from lair.registry.service.canonical import canonical, parse_recipe
 from lair.registry.service.facets import Facets, facets_of, slugify
 from lair.registry.service.speeds import refresh_speeds
 
-__all__ = [
-    "Published",
-    "add_revision",
-    "bump_version",
-    "ensure_user",
-    "publish",
-    "publish_many",
-    "seed_examples",
-    "visible",
-]
-
-USERS = cast(sa.Table, User.__table__)
-RECIPES = cast(sa.Table, RecipeRow.__table__)
-TAGS = cast(sa.Table, RecipeTag.__table__)
-REVISIONS = cast(sa.Table, Revision.__table__)
-MEASUREMENTS = cast(sa.Table, Measurement.__table__)
-QUALITY = cast(sa.Table, QualityMeasurement.__table__)
-VERSION = cast(sa.Table, RegistryVersion.__table__)
-
-
-def visible() -> sa.ColumnElement[bool]:
-    """The recipes shown anywhere (search, pages, JSON, exports, writes): not hidden by an admin and
-    not owned by a hidden user. Hiding either is undone by unhiding it; neither deletes anything."""
-    hidden_owners = sa.select(USERS.c.id).where(USERS.c.hidden == sa.true())
-    return sa.and_(RECIPES.c.hidden == sa.false(), RECIPES.c.owner_id.not_in(hidden_owners))
+__all__ = ["Published", "add_revision", "ensure_user", "publish", "publish_many", "seed_examples"]
 
 
 @dataclass(frozen=True)
@@ -66,34 +30,6 @@ class Published:
     slug: str
     revision: int
     sha256: str
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
-_STAMPED: weakref.WeakSet[sa.Engine] = weakref.WeakSet()
-
-
-def _stamped(conn: Connection) -> bool:
-    """Whether the database has ``registry_version.documents`` (migration 0012; remembered per engine
-    once it has: tests of older migrations write on older schemas)."""
-    if conn.engine in _STAMPED:
-        return True
-    if any(c["name"] == "documents" for c in sa.inspect(conn).get_columns("registry_version")):
-        _STAMPED.add(conn.engine)
-        return True
-    return False
-
-
-def bump_version(conn: Connection) -> None:
-    """The first statement of every write: ``n`` and, this release keeping the stored documents,
-    ``documents`` with it (``n - documents`` moves only for a write of an older release, which
-    bumps ``n`` alone: :func:`~.stored.refresh_stale`). Its row lock orders concurrent writers."""
-    values = {"n": VERSION.c.n + 1, "changed_at": now()}
-    if _stamped(conn):
-        values["documents"] = VERSION.c.documents + 1  # NULL stays NULL: stale until refreshed
-    conn.execute(sa.update(VERSION).where(VERSION.c.id == 1).values(values))
 
 
 def _changed(conn: Connection, recipe_ids: list[int], *, forks: bool = False) -> None:

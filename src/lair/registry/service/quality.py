@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from lair.bench.definitions import percentile
-from lair.registry.service.publish import QUALITY, REVISIONS, USERS
+from lair.registry.db.tables import QUALITY, REVISIONS, USERS
 from lair.registry.service.speeds import shown_submitter
 from lair.registry.service.tiers import MIN_ACCOUNTS, MIN_RIGS
 

@@ -12,9 +12,9 @@ from sqlalchemy import Connection
 from lair.errors import RegistryError
 from lair.recipe import Recipe
 from lair.registry.db.schema import Report
+from lair.registry.db.tables import MEASUREMENTS, RECIPES, REVISIONS, USERS, VERSION, visible
 from lair.registry.service.canonical import revision_model
 from lair.registry.service.certificates import with_certificates
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, VERSION, visible
 from lair.registry.service.quality import quality_rows
 from lair.registry.service.replication import with_attempts
 from lair.registry.service.speeds import shown_submitter
@@ -123,7 +123,7 @@ def _history(conn: Connection, recipe_id: int) -> list[RevisionInfo]:
 
 
 def _measurements(conn: Connection, recipe_id: int, revision_number: int) -> list[dict[str, Any]]:
-    from lair.registry.service.reports import report_files
+    from lair.registry.service.report_files import report_files
     from lair.registry.service.tiers import annotate
 
     stmt = _MEASUREMENTS if has_standings(conn) else _MEASUREMENTS_0015
@@ -136,7 +136,7 @@ def _report_ids(rows: list[dict[str, Any]]) -> set[str]:
 
 
 def _rigs(conn: Connection, rows: list[dict[str, Any]]) -> dict[str, tuple[str, int] | None]:
-    from lair.registry.service.reports import report_gpus
+    from lair.registry.service.report_files import report_gpus
 
     return report_gpus(conn, _report_ids(rows))
 

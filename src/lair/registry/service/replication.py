@@ -34,11 +34,13 @@ from sqlalchemy import Connection, Engine
 
 from lair.errors import RegistryError
 from lair.registry.db.schema import ReplicationAttempt
+from lair.registry.db.tables import MEASUREMENTS, RECIPES, REVISIONS, USERS, visible
+from lair.registry.db.version import now
 from lair.registry.service.blobs import BlobStore
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, USERS, now, visible
 from lair.registry.service.standing import account_standing, standing_columns
 from lair.registry.service.verify import VERIFIED
 from lair.replication import NOT_REPRODUCED, REPLICATED, RowRef, compare, parse_row_id, verdict
+from lair.report.raw_cells import cell_stats
 
 __all__ = [
     "ATTEMPTS",
@@ -162,30 +164,6 @@ def check_cells(
         )
 
 
-def cell_stats(results: bytes, requests: bytes, context: int, concurrency: int) -> dict[str, Any] | None:
-    """The summaries (``p50``, ``p90``, ``min``, ``max``, ``n``) of one cell of a stored report,
-    recomputed from its raw timings by the bench's aggregation (None: the report lacks the cell)."""
-    from lair.bench.aggregate import aggregate_cell
-    from lair.registry.service.recompute import timing_of
-
-    opts = (json.loads(results).get("bench") or {}).get("options") or {}
-    reps: dict[int, list[Any]] = defaultdict(list)
-    for line in requests.splitlines():
-        if line.strip():
-            row = json.loads(line)
-            if int(row["context"]) == context and int(row["concurrency"]) == concurrency:
-                reps[int(row["repeat"])].append(timing_of(row))
-    if not reps:
-        return None
-    fig = aggregate_cell(
-        [reps[i] for i in sorted(reps)],
-        [],
-        want_tokens=int(opts.get("decode_tokens", 0)),
-        force_output=bool(opts.get("force_output", True)),
-    )
-    return fig.stats()
-
-
 def _target_stats(store: BlobStore, t: Target) -> dict[str, Any] | None:
     if t.report_id is None:  # a row typed by its author: the band of its own value
         return None
@@ -257,7 +235,7 @@ _MINE = MEASUREMENTS.alias("mine")
 
 
 def _attempts(conn: Connection, ids: list[int]) -> dict[int, list[dict[str, Any]]]:
-    from lair.registry.service.reports import REPORTS
+    from lair.registry.db.tables import REPORTS
 
     a = ATTEMPTS
     stmt = (

@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from lair.registry.service.publish import MEASUREMENTS
+from lair.registry.db.tables import MEASUREMENTS
 from lair.registry.service.reports import get_report
 
 __all__ = ["report_view", "rig_summary"]

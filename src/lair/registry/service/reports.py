@@ -17,29 +17,21 @@ import logging
 import re
 import secrets
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, event
 from sqlalchemy.exc import IntegrityError
 
 from lair.errors import RegistryError
-from lair.registry.db.schema import Report
+from lair.registry.db.tables import MEASUREMENTS, QUALITY, RECIPES, REPORTS, REVISIONS, visible
+from lair.registry.db.version import now
 from lair.registry.service import replication
-from lair.registry.service.accounts import Actor
+from lair.registry.service.actor import Actor
 from lair.registry.service.archive import refuse, unpack
 from lair.registry.service.blobs import BlobStore, report_key
 from lair.registry.service.certificates import record_certificates
-from lair.registry.service.fitting import fingerprint_gpus
 from lair.registry.service.permissions import ensure
-from lair.registry.service.publish import (
-    MEASUREMENTS,
-    QUALITY,
-    RECIPES,
-    REVISIONS,
-    now,
-    visible,
-)
 from lair.registry.service.secrets import redact_log, screen_report
 from lair.registry.service.speeds import refresh_speeds
 from lair.registry.service.standing import DEFAULT_NEW_ACCOUNT_DAYS, filing_standing
@@ -52,12 +44,9 @@ __all__ = [
     "find_revision",
     "get_report",
     "read_report_file",
-    "report_files",
-    "report_gpus",
     "submit_report",
 ]
 
-REPORTS = cast(sa.Table, Report.__table__)
 log = logging.getLogger(__name__)
 
 _KEPT = re.compile(
@@ -259,19 +248,3 @@ def read_report_file(conn: Connection, store: BlobStore, report_id: str, name: s
         raise RegistryError(404, "not_found", f"report {report_id} has no file {name!r}")
     data = store.get(report_key(report_id, name))
     return redact_log(data) if name.startswith("logs/") else data
-
-
-def report_gpus(conn: Connection, ids: set[str]) -> dict[str, tuple[str, int] | None]:
-    """The (GPU model, count) each report's fingerprint names (None: a CPU-only rig)."""
-    if not ids:
-        return {}
-    stmt = sa.select(REPORTS.c.id, REPORTS.c.fingerprint).where(REPORTS.c.id.in_(sorted(ids)))
-    return {r.id: fingerprint_gpus(json.loads(r.fingerprint)) for r in conn.execute(stmt)}
-
-
-def report_files(conn: Connection, ids: set[str]) -> dict[str, list[str]]:
-    """The raw file names of each of the reports ``ids``."""
-    if not ids:
-        return {}
-    stmt = sa.select(REPORTS.c.id, REPORTS.c.files).where(REPORTS.c.id.in_(sorted(ids)))
-    return {r.id: json.loads(r.files) for r in conn.execute(stmt)}

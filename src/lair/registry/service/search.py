@@ -36,8 +36,8 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from lair.errors import RegistryError
+from lair.registry.db.tables import MEASUREMENTS, RECIPES, REVISIONS, TAGS, visible
 from lair.registry.service.facets import norm_key
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, REVISIONS, TAGS, visible
 from lair.registry.service.speeds import shown_submitter
 from lair.registry.service.timefmt import iso, utc
 

@@ -19,7 +19,8 @@ changes other recipes too: the rows they submitted leave those recipes' document
 During an upgrade the release before may still be serving the same database (docs/deploy.md,
 "Upgrading while serving"), and its writes do not render these rows as this release would (before
 migration 0009 not at all). The stamp ``registry_version.documents`` tells them apart: this release's
-writes bump it with ``n`` (:func:`~.publish.bump_version`), an older release's bump ``n`` alone. The
+writes bump it with ``n`` (:func:`~lair.registry.db.version.bump_version`), an older release's bump
+``n`` alone. The
 rows are read only while ``documents = n``; otherwise each read is rendered by its route, and
 :func:`refresh_stale` (run by ``lair serve`` at start, and on a thread of the app's :class:`Refresher`
 when a read finds the stamp behind) renders every recipe again and sets ``documents = n`` once no
@@ -50,8 +51,9 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from lair.registry.db.schema import QualityMeasurement, RecipeDocument
+from lair.registry.db.tables import MEASUREMENTS, RECIPES, VERSION, visible
+from lair.registry.db.version import bump_version
 from lair.registry.service.changes import record
-from lair.registry.service.publish import MEASUREMENTS, RECIPES, VERSION, bump_version, visible
 from lair.registry.service.timefmt import http_date
 
 __all__ = [
@@ -126,7 +128,7 @@ def refresh_documents(conn: Connection, recipe_id: int) -> None:
     """Re-render the stored documents of one recipe (or remove them when it is not visible); a chart
     not drawn yet is left to the engine's drawer when this process has one (:mod:`.drawer`)."""
     from lair.registry.service.chart import chart_store
-    from lair.registry.service.drawer import drawer_for, note_pending
+    from lair.registry.service.chart_queue import drawer_for, note_pending
 
     conn.execute(_DELETE, {"rid": recipe_id})
     slug = conn.execute(_SLUG, {"rid": recipe_id}).scalar()

@@ -19,8 +19,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
+from lair.registry.db.tables import VERSION
 from lair.registry.service.changes import record
-from lair.registry.service.publish import VERSION
 from lair.registry.service.stored import DOCUMENTS, _etag, _stored_schema, refresh_documents
 
 __all__ = ["MARKS", "count_vote", "with_count"]

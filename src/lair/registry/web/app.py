@@ -258,9 +258,9 @@ def _warm_writes(engine: Any, drawer: ChartDrawer | None = None) -> None:
     import sqlalchemy as sa
 
     from lair.recipe import check_text
+    from lair.registry.db.tables import RECIPES, REVISIONS, visible
     from lair.registry.service.canonical import canonical, parse_recipe
     from lair.registry.service.chart import chart_store
-    from lair.registry.service.publish import RECIPES, REVISIONS, visible
     from lair.registry.service.secrets import scan_recipe
     from lair.registry.service.stored import render_documents
     from lair.report.charts import Chart, Series, render

@@ -37,7 +37,8 @@ from sqlalchemy import Connection
 from starlette.requests import Request
 
 from lair.errors import RegistryError
-from lair.registry.service.accounts import Actor, session_actor, token_actor
+from lair.registry.service.accounts import session_actor, token_actor
+from lair.registry.service.actor import Actor
 from lair.registry.service.outage import unavailable
 
 __all__ = ["COOKIE", "SECURITY_HEADERS", "UNSAFE_METHODS", "actor_of", "check_csrf", "cross_site", "limit"]

@@ -3,53 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import orjson
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.responses import Response
 
-from lair.registry.service.page import fmt_tokens
+from lair.registry.service.templates import page_env
 from lair.registry.service.timefmt import http_date
-from lair.vocabulary import attempt_word, tiers_phrase
 
 __all__ = ["envelope", "error_response", "html", "json_response", "page_env", "text", "wants_json"]
 
-TEMPLATES = Path(__file__).parent / "templates"
 CACHE = {"x-lair-cache": "1"}
 JSON_TYPE = "application/json"
-
-
-def _num(v: Any) -> str:
-    if v is None or v == "":
-        return "—"
-    if isinstance(v, float) and not v.is_integer():
-        return f"{v:,.1f}"
-    return f"{int(v):,}"
-
-
-def _sig(v: Any) -> str:
-    """A figure with three significant digits (0.391, 9.38, 312), thousands separated above 1,000."""
-    if v is None or v == "":
-        return "—"
-    x = float(v)
-    if abs(x) >= 100:
-        return f"{x:,.0f}"
-    return f"{x:.3g}" if abs(x) >= 1e-4 else f"{x:.2e}"
-
-
-@cache
-def page_env() -> Environment:
-    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True))
-    env.filters["num"] = _num
-    env.filters["sig"] = _sig
-    env.filters["tokens"] = fmt_tokens
-    env.filters["tiers"] = tiers_phrase  # lair.vocabulary: the one set of words for tiers
-    env.filters["attempt"] = attempt_word
-    env.trim_blocks = env.lstrip_blocks = True
-    return env
 
 
 def _headers(cacheable: bool, modified: datetime | None) -> dict[str, str]:

@@ -24,7 +24,7 @@ from starlette.responses import Response
 
 from lair.errors import RegistryError
 from lair.registry.service import reports
-from lair.registry.service.accounts import Actor
+from lair.registry.service.actor import Actor
 from lair.registry.service.archive import MAX_ARCHIVE_BYTES, refuse
 from lair.registry.service.outage import Unavailable
 from lair.registry.service.replication import parse_replicates

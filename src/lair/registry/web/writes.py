@@ -15,7 +15,8 @@ from starlette.responses import Response
 
 from lair.errors import RegistryError
 from lair.registry.service import community
-from lair.registry.service.accounts import Actor, check_name
+from lair.registry.service.accounts import check_name
+from lair.registry.service.actor import Actor
 from lair.registry.service.changes import recording
 from lair.registry.web.auth import actor_of, check_csrf, limit, write_limit
 from lair.registry.web.render import json_response
