@@ -4,6 +4,7 @@ driver comparison, redaction; and one real run on this machine (the local runner
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -268,3 +269,57 @@ def test_doctor_of_this_machine_and_its_bundle(tmp_path: Path, lair_home: Path) 
         "lair-doctor/findings.txt",
         "lair-doctor/nodes/127.0.0.1.txt",
     ]
+
+
+_FILL_MIB = 100
+
+
+def _probed_twice(folder: Path) -> tuple[NodeFacts, NodeFacts]:
+    """The probe script's facts of ``folder`` run on this machine in a mount namespace of its own where
+    ``folder`` is a tmpfs of 2,100 MiB (2.05 GiB): empty, then after :data:`_FILL_MIB` MiB are written
+    to it (1.95 GiB left)."""
+    probe = script(ProbeSpec(disk_paths=[str(folder)], runtimes=(), gpus=False, clock=False))
+    inner = (
+        'mount -t tmpfs -o size=2100m tmpfs "$1" && sh -c "$2" && echo ===== && '
+        f'dd if=/dev/zero of="$1/fill" bs=1M count={_FILL_MIB} status=none && sh -c "$2"'
+    )
+    cmd = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", inner, "sh", str(folder), probe]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if "Operation not permitted" in res.stderr and "unshare" in res.stderr:
+        pytest.skip(f"no user and mount namespaces here: {res.stderr.strip()}")
+    assert res.returncode == 0, res.stderr
+    empty, filled = res.stdout.split("=====\n")
+    return tuple(parse(out, name="here", address="127.0.0.1", rank=0) for out in (empty, filled))  # type: ignore[return-value]
+
+
+def test_disk_free_warns_on_a_small_filesystem_and_errs_once_it_is_filled(tmp_path: Path) -> None:
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    empty, filled = _probed_twice(folder)
+    assert [d.free_bytes for d in empty.disks] == [2100 * 2**20]
+    assert [d.free_bytes for d in filled.disks] == [(2100 - _FILL_MIB) * 2**20]
+    (warn,) = C.disk_findings(empty)
+    assert (warn.check, warn.severity, warn.node) == ("disk.free", "warning", "here")
+    assert warn.what == f"2.1 GiB free for {folder} (on {folder})"
+    assert warn.fix == f"free space on {folder} or point the cache elsewhere"
+    (err,) = C.disk_findings(filled)
+    assert (err.check, err.severity) == ("disk.free", "error")
+    assert err.what == f"2.0 GiB free for {folder} (on {folder})"  # 1.95 GiB, under the 2 GiB floor
+
+
+def test_disk_free_says_nothing_of_a_folder_with_room(tmp_path: Path) -> None:
+    """The temp folder's own filesystem, its free space read with statvfs: no finding above 20 GiB."""
+    facts = parse(
+        subprocess.run(
+            ["sh", "-c", script(ProbeSpec(disk_paths=[str(tmp_path)], runtimes=(), gpus=False, clock=False))],
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout,
+        name="here", address="127.0.0.1", rank=0,
+    )  # fmt: skip
+    st = os.statvfs(tmp_path)
+    free = st.f_bavail * st.f_frsize
+    (disk,) = facts.disks
+    assert abs(disk.free_bytes - free) < 64 * 2**20  # df's KiB and what others wrote meanwhile
+    if free < C.DISK_WARN + 64 * 2**20:
+        pytest.skip(f"{tmp_path} has only {free / 2**30:.1f} GiB free: no folder with room here")
+    assert C.disk_findings(facts) == []

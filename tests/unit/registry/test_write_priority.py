@@ -82,6 +82,32 @@ def test_a_stream_of_writes_is_waited_for_no_more_than_the_share() -> None:
     assert 0.45 <= total <= 0.75
 
 
+class _Ticking:
+    """A clock that moves on ``tick`` seconds each time it is read (powers of two: sums are exact)."""
+
+    def __init__(self, start: float, tick: float) -> None:
+        self.t, self.tick = start, tick
+
+    def __call__(self) -> float:
+        t, self.t = self.t, self.t + self.tick
+        return t
+
+
+def test_the_share_is_of_each_second_and_renews_with_the_next() -> None:
+    """Counted on the priority's own clock: each wait reads it twice (one tick), so the share of two
+    ticks is spent after two waits; a second later the loop gives way again. (The real waits are the
+    share's few milliseconds, ended by its timeout: the write is held open throughout.)"""
+    tick = 2.0**-9
+    clock = _Ticking(128.0, tick)
+    priority = WritePriority(grace_s=60.0, share_s=2 * tick, clock=clock)
+    with priority.writing():
+        first_second = [priority.step_aside() for _ in range(3)]
+        clock.t += 1.0
+        next_second = [priority.step_aside() for _ in range(3)]
+    assert first_second == [tick, tick, 0.0]
+    assert next_second == [tick, tick, 0.0]
+
+
 @pytest.fixture
 def site(db_url: str, engine: Engine) -> Iterator[tuple[TestClient, Any, str]]:
     reset_limits()

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 __all__ = ["BUDGETS", "WritePriority"]
@@ -50,10 +50,10 @@ writes in any one second (seconds)."""
 
 class WritePriority:
     """One per app. :meth:`writing` around a write transaction (any thread); :meth:`step_aside` on the
-    event loop before a read."""
+    event loop before a read. ``clock``: the seconds the budgets are counted in (monotonic)."""
 
-    def __init__(self, grace_s: float, share_s: float) -> None:
-        self.grace_s, self.share_s = grace_s, share_s
+    def __init__(self, grace_s: float, share_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.grace_s, self.share_s, self._clock = grace_s, share_s, clock
         self._idle = threading.Event()
         self._idle.set()
         self._lock = threading.Lock()
@@ -75,7 +75,7 @@ class WritePriority:
     def writing(self) -> Iterator[None]:
         with self._lock:
             self._writes += 1
-            self._until = max(self._until, time.monotonic() + self.grace_s)
+            self._until = max(self._until, self._clock() + self.grace_s)
             self._idle.clear()
         try:
             yield
@@ -89,13 +89,13 @@ class WritePriority:
         """Wait while a write runs, within the budgets; the seconds waited."""
         if self._idle.is_set():
             return 0.0
-        now = time.monotonic()
+        now = self._clock()
         if now - self._window >= 1.0:
             self._window, self._spent = now, 0.0
         wait = min(self._until - now, self.share_s - self._spent)
         if wait <= 0:
             return 0.0
         self._idle.wait(wait)
-        waited = time.monotonic() - now
+        waited = self._clock() - now
         self._spent += waited
         return waited
