@@ -220,6 +220,18 @@ class Energy(_Doc):
     usd_per_mtok: Usd | None
 
 
+class MachineCertificate(_Doc):
+    """:class:`lair.bench.results.MachineCertificate`: what else used the machine, the ``noisy``
+    verdict (:mod:`.noise` reads it) and its reasons."""
+
+    cpu: dict[_Name, _Float | None] = Field(max_length=32)
+    engine_cpu: Annotated[str, Field(max_length=MAX_TEXT)]
+    repeat_spread: dict[_Name, _Float] = Field(max_length=16)
+    noisy: bool
+    reasons: list[_Name] = Field(max_length=64)
+    limits: dict[_Name, _Float] = Field(max_length=16)
+
+
 class CellCertificate(_Doc):
     """:class:`lair.bench.results.CellCertificate`: how one cell was measured (every field required)."""
 
@@ -231,6 +243,7 @@ class CellCertificate(_Doc):
     client: ClientCertificate
     gpu: GpuWindow | None
     energy: Energy | None = None
+    machine: MachineCertificate | None = None
 
 
 class Software(_Doc):

@@ -36,6 +36,7 @@ from lair.registry.service.asrun import check_as_run
 from lair.registry.service.bounds import power_reasons, repeats_of, roofline_reasons, spread_reasons
 from lair.registry.service.canonical import recipe_from_canonical
 from lair.registry.service.certificates import summary
+from lair.registry.service.noise import noisy_rows
 from lair.registry.service.recompute import NO_CERTIFICATE, Certified, by_cell, check_cells, check_certificate
 from lair.registry.service.report_schema import (
     Fingerprint,
@@ -340,5 +341,6 @@ def verify_report(files: dict[str, bytes], find_revision: Callable[[str], Found 
         raise refuse(422, "report_refused", reasons)
     bounds = _bounds(roof, cells, rows)
     rows_out = _speed_rows(cells, ratings, why, cert, doc["bench"].get("certificate"), bounds)
+    rows_out = noisy_rows(rows_out, cells)  # a noisy cell is never verified (.noise)
     digest = digest_of(rows, doc, files.get(SAMPLES, b""))
     return Verified(found, digest, rig_fingerprint(fp), fp, str(doc.get("run_name") or ""), rows_out, quality)
