@@ -11,7 +11,9 @@ import io
 import tarfile
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -78,6 +80,28 @@ def test_a_killed_store_is_503_on_every_call_and_serves_again_after_its_restart(
     assert missing.value.status == 404
     store.put("reports/r2/results.json", b"{}")
     assert store.get("reports/r2/results.json") == b"{}"
+
+
+def _keys(client: Any, bucket: str, prefix: str) -> list[str]:
+    """Every key under ``prefix``, listed by boto3's own paginator (pages of 1,000)."""
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
+
+def test_deleting_a_report_of_more_than_1000_objects_deletes_them_all(s3: S3Server, s3_url: str) -> None:
+    """S3 lists 1,000 keys a page: a report of 1,234 objects (three pages) is gone whole, and the
+    report beside it, whose id the first one's is a prefix of, is untouched."""
+    bucket = s3_url.removeprefix("s3://").split("/")[0]
+    client: Any = s3.client()
+    names = [f"blobs/reports/r1/logs/{i:04d}.log" for i in range(1234)]
+    with ThreadPoolExecutor(8) as pool:  # one batch of puts, behind the store's back
+        list(pool.map(lambda k: client.put_object(Bucket=bucket, Key=k, Body=b"x"), names))
+    store = blob_store(s3_url)
+    store.put("reports/r10/results.json", b"{}")
+    assert _keys(client, bucket, "blobs/reports/r1/") == names
+    store.delete_prefix("reports/r1")
+    assert _keys(client, bucket, "blobs/reports/r1/") == []
+    assert _keys(client, bucket, "blobs/") == ["blobs/reports/r10/results.json"]
 
 
 class _SlowDown(http.server.BaseHTTPRequestHandler):
