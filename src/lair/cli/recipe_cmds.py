@@ -138,7 +138,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             data["env"][k] = "***"
         dump_json(data)
         return 0
-    print(summary_text(recipe))
+    from lair.fit.driver import driver_floor
+
+    print(summary_text(recipe, driver_floor(recipe).text))
     return 0
 
 

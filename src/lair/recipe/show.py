@@ -28,7 +28,7 @@ def perf_table(meta: Meta) -> list[str]:
     return ["  " + line for line in text_table(PERF_HEAD, rows).splitlines()]
 
 
-def _meta_lines(m: Meta) -> list[str]:
+def _meta_lines(m: Meta, floor: str | None = None) -> list[str]:
     out: list[str] = []
     if m.credits:
         out.append("recipe by " + "; ".join(c.who + (f" ({c.role})" if c.role else "") for c in m.credits))
@@ -87,9 +87,12 @@ def _meta_lines(m: Meta) -> list[str]:
             for n in m.needles
         ]
     rq = m.requirements
-    if rq:
+    stated = rq.model_dump(exclude_none=True) if rq else {}
+    if floor is not None and (stated or not floor.startswith("unknown")):
+        stated["driver_floor"] = floor  # the computed floor, as the registry's page shows it
+    if stated:
         out += ["", "Install requirements"]
-        out += [f"  {k}: {v}" for k, v in rq.model_dump(exclude_none=True).items()]
+        out += [f"  {k}: {v}" for k, v in stated.items()]
     if m.downloads:
         out += ["", "Downloads"] + [f"  {d.name}: {d.url}" for d in m.downloads]
     if m.revisions:
@@ -99,14 +102,17 @@ def _meta_lines(m: Meta) -> list[str]:
     return out
 
 
-def summary_text(r: Recipe) -> str:
+def summary_text(r: Recipe, driver_floor: str | None = None) -> str:
+    """The recipe in the order of its page; ``driver_floor``: the NVIDIA driver floor's text as
+    :func:`lair.fit.driver.driver_floor` computes it for the registry's page (this layer cannot
+    import it), in place of the floor the recipe states."""
     from lair.recipe import secret_env_names
 
     m = r.meta
     out = [m.title or r.display_name]
     if m.submission:
         out.append(f"{m.submission} submission")
-    out += _meta_lines(m)
+    out += _meta_lines(m, driver_floor)
     if r.placeholders:
         out += ["", "Placeholders (map them to your rig)"]
         out += [
