@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from lair.launch.doctor.model import AllReduce, Finding, NodeFacts
 
 if TYPE_CHECKING:
-    from lair.launch.doctor.service import DoctorRequest, Target
+    from lair.launch.doctor.request import DoctorRequest, Target
 
 __all__ = ["ALLREDUCE_PORT", "ITERATIONS", "SCRIPT", "allreduce_findings"]
 

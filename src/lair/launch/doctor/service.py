@@ -23,10 +23,10 @@ from lair.launch.doctor.recipe_checks import (
     recipe_findings,
     shape_findings,
 )
+from lair.launch.doctor.request import DoctorRequest, Target
 
 if TYPE_CHECKING:
     from lair.fit import ModelFacts
-    from lair.inventory import Node
     from lair.launch.resolve import Prepared
     from lair.recipe import Recipe
 
@@ -42,35 +42,6 @@ FAST_CHECKS = frozenset(
     {"reach.ssh", "runtime.missing", "runtime.down", "gpu.runtime", "net.route", "net.mtu",
      "net.interface", "port.busy", "recipe.parallel", "recipe.heads", "driver.floor", "engine.python"}
 )  # fmt: skip
-
-
-@dataclass
-class DoctorRequest:
-    """What ``lair doctor`` was asked: nodes (a cluster, hosts, or the recipe's), the recipe."""
-
-    recipe: str | None = None
-    cluster: str | None = None
-    hosts: list[str] = field(default_factory=list)
-    rig: str | None = None
-    values: dict[str, str] = field(default_factory=dict)
-    accept: bool = False
-    allreduce: bool = False
-    allreduce_python: str = "python3"
-    allreduce_mib: int = 64
-    allreduce_timeout_s: float = 120.0
-
-
-@dataclass
-class Target:
-    """One node to examine, with what the run would need of it."""
-
-    node: Node
-    rank: int
-    ports: list[int] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    wants_gpus: bool = False
-    route_to: str | None = None
-    """where its ranks' traffic goes: the head (the head itself: the next rank, as the plan detects)"""
 
 
 @dataclass
