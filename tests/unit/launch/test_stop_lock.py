@@ -9,6 +9,7 @@ any ``lair stop`` of that run (a CI run of ``test_sigint_then_resume`` timed out
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -22,17 +23,19 @@ def test_a_cancelled_wait_leaves_the_lock_free_once_its_holder_lets_go() -> None
     assert holder is not None
     assert j.try_lock_stop() is None  # held: a second taker is refused, not blocked
 
+    threads = set(threading.enumerate())
+
     async def cancelled_wait() -> None:
         waiter = asyncio.create_task(j.lock_stop())
-        await asyncio.sleep(0.2)
-        assert not waiter.done()  # it waits while the holder holds
+        await asyncio.sleep(0)  # the waiter runs to its first await: it tried once and was refused
+        assert not waiter.done()  # it waits while the holder holds (a free lock: done in that step)
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
 
     asyncio.run(cancelled_wait())
+    assert set(threading.enumerate()) <= threads  # no thread left behind that could take it later
     Journal.unlock(holder)
-    time.sleep(0.3)  # a thread left blocking in flock would have taken it by now
     again = j.try_lock_stop()
     assert again is not None, "the cancelled wait took the lock after all"
     Journal.unlock(again)

@@ -6,6 +6,7 @@ closed connection) leaves the lock taken. A read never takes it."""
 from __future__ import annotations
 
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -44,6 +45,17 @@ def test_the_engines_connections_are_gated(eng: Engine, path: str) -> None:
     assert _gate(path) is _gate(str(Path(path).parent / "." / "gate.sqlite3"))  # one per file
 
 
+def _blocked_in_the_gate(t: threading.Thread, timeout: float = 30.0) -> None:
+    """Return once thread ``t`` is inside :meth:`GatedConnection.enter`, waiting on the file's lock
+    (its innermost Python frame; the acquire itself is C)."""
+    deadline = time.monotonic() + timeout
+    while (frame := sys._current_frames().get(t.ident or 0)) is None or frame.f_code is not (
+        GatedConnection.enter.__code__
+    ):
+        assert t.is_alive() and time.monotonic() < deadline, "the second writer never reached the lock"
+        time.sleep(0.001)
+
+
 def test_a_second_writer_waits_on_the_lock_and_goes_on_when_the_first_commits(eng: Engine, path: str) -> None:
     gate = _gate(path)
     second_done = threading.Event()
@@ -58,8 +70,8 @@ def test_a_second_writer_waits_on_the_lock_and_goes_on_when_the_first_commits(en
         assert gate.locked()
         t = threading.Thread(target=second)
         t.start()
-        time.sleep(0.3)
-        assert not second_done.is_set()  # waiting (on the lock: SQLite would have it wait too)
+        _blocked_in_the_gate(t)
+        assert not second_done.is_set()  # waiting on the lock (SQLite would have it wait too)
     t.join(5)
     assert second_done.is_set() and not gate.locked()
     with eng.connect() as c:
