@@ -97,7 +97,7 @@ def _etag(body: bytes) -> str:
 
 
 def _page(template: str, ctx: dict[str, Any]) -> bytes:
-    from lair.registry.web.render import page_env  # the routes' own templates and filters
+    from lair.registry.service.templates import page_env  # the routes' own templates and filters
 
     return page_env().get_template(template).render(**ctx).encode()
 
