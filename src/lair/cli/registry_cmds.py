@@ -154,8 +154,10 @@ def _backup_parsers(rs: Any) -> None:
     r = rs.add_parser(
         "restore",
         help="load a backup archive into an empty database and a blob store",
-        description="Checks every member's sha256, loads the database (SQLite backup API or pg_restore), "
-        "writes the blobs, upgrades the schema to head and compares the rows with the manifest.",
+        description="Checks every member before anything loads (its sha256, its tar header: no links, "
+        "bounded extended headers; blob keys; a dump holding anything but lair's own tables is refused), "
+        "loads the database as data only (a PostgreSQL dump's rows into lair's own migrated schema, never "
+        "its SQL), writes the blobs, upgrades the schema to head and compares the rows with the manifest.",
     )
     r.add_argument("archive", metavar="IN", help="an archive written by lair registry backup")
     r.add_argument("--db", metavar="URL", help=DB_HELP + "; must be empty")
