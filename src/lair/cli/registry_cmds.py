@@ -12,9 +12,27 @@ from lair.cli._common import dump_json, err
 __all__ = ["register"]
 
 DB_HELP = (
-    "database URL: a SQLite path or sqlite:///..., or postgresql://... "
+    "database URL: a SQLite path or sqlite:///..., or postgresql://... without a password (it would show "
+    "in ps: give it in PGPASSWORD, ~/.pgpass or LAIR_REGISTRY_DB) "
     "(default: LAIR_REGISTRY_DB, else a SQLite file in the user data dir)"
 )
+
+
+def db_arg(text: str) -> str:
+    """An argparse ``type`` for ``--db``: a URL with a password is refused (every user of the machine
+    sees a command line); the message never repeats the value."""
+    from urllib.parse import urlsplit
+
+    try:
+        password = urlsplit(text).password if "://" in text else None
+    except ValueError:
+        password = None
+    if password:
+        raise argparse.ArgumentTypeError(
+            "a password in the URL would show in ps: give it in PGPASSWORD, ~/.pgpass or "
+            "LAIR_REGISTRY_DB (the URL there may hold it), and --db without it"
+        )
+    return text
 
 
 # (flag suffix, LAIR_REGISTRY_<P>_ field, metavar, help); a client secret never comes from argv
@@ -65,7 +83,7 @@ def register(sub: Any) -> None:
         "one, "
         "then serves pages and /api/v1 with N worker processes.",
     )
-    p.add_argument("--db", metavar="URL", help=DB_HELP)
+    p.add_argument("--db", metavar="URL", type=db_arg, help=DB_HELP)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8780, help="port (default 8780)")
     p.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes (default 1)")
@@ -108,14 +126,14 @@ def register(sub: Any) -> None:
     r = sub.add_parser("registry", help="registry database: migrate, seed, export a static copy, back up")
     rs = r.add_subparsers(dest="registry_command", metavar="ACTION", required=True)
     m = rs.add_parser("migrate", help="upgrade the database schema (or downgrade with --to)")
-    m.add_argument("--db", metavar="URL", help=DB_HELP)
+    m.add_argument("--db", metavar="URL", type=db_arg, help=DB_HELP)
     m.add_argument(
         "--to", default="head", metavar="REV", help="target revision: head (default), base, or NNNN"
     )
     m.add_argument("--json", action="store_true", help="print one JSON document")
     m.set_defaults(handler=cmd_migrate)
     s = rs.add_parser("seed", help="publish the bundled example recipes not published yet")
-    s.add_argument("--db", metavar="URL", help=DB_HELP)
+    s.add_argument("--db", metavar="URL", type=db_arg, help=DB_HELP)
     s.add_argument("--json", action="store_true", help="print one JSON document")
     s.set_defaults(handler=cmd_seed)
     u = rs.add_parser("user", help="registry accounts (for operators and tests)")
@@ -124,12 +142,12 @@ def register(sub: Any) -> None:
     ua.add_argument("name", metavar="NAME")
     ua.add_argument("--admin", action="store_true", help="the account may hide recipes and users")
     ua.add_argument("--scopes", default="read,publish", help="token scopes: read, publish (default both)")
-    ua.add_argument("--db", metavar="URL", help=DB_HELP)
+    ua.add_argument("--db", metavar="URL", type=db_arg, help=DB_HELP)
     ua.add_argument("--json", action="store_true", help="print one JSON document")
     ua.set_defaults(handler=cmd_user_add)
     e = rs.add_parser("export-static", help="write the JSON API and the pages as files with the same URLs")
     e.add_argument("dir", metavar="DIR", help="output folder")
-    e.add_argument("--db", metavar="URL", help=DB_HELP)
+    e.add_argument("--db", metavar="URL", type=db_arg, help=DB_HELP)
     e.add_argument("--base-url", default="", metavar="URL", help="base URL the copy will be served from")
     e.add_argument("--json", action="store_true", help="print one JSON document")
     e.set_defaults(handler=cmd_export_static)
@@ -147,7 +165,7 @@ def _backup_parsers(rs: Any) -> None:
         "every stored report, in a .tar.gz with a manifest (rows per table, sha256 of each blob).",
     )
     b.add_argument("out", metavar="OUT", help="the archive to write (.tar.gz)")
-    b.add_argument("--db", metavar="URL", help=DB_HELP)
+    b.add_argument("--db", metavar="URL", type=db_arg, help=DB_HELP)
     b.add_argument("--blobs", metavar="URL", help=BLOBS_HELP)
     b.add_argument("--json", action="store_true", help="print one JSON document")
     b.set_defaults(handler=cmd_backup)
@@ -160,7 +178,7 @@ def _backup_parsers(rs: Any) -> None:
         "its SQL), writes the blobs, upgrades the schema to head and compares the rows with the manifest.",
     )
     r.add_argument("archive", metavar="IN", help="an archive written by lair registry backup")
-    r.add_argument("--db", metavar="URL", help=DB_HELP + "; must be empty")
+    r.add_argument("--db", metavar="URL", type=db_arg, help=DB_HELP + "; must be empty")
     r.add_argument("--blobs", metavar="URL", help=BLOBS_HELP)
     r.add_argument("--json", action="store_true", help="print one JSON document")
     r.set_defaults(handler=cmd_restore)
