@@ -1,7 +1,7 @@
 """The named permissions: every rule of the table against every kind of actor (expected answers
-written by hand from the rules as the registry documents them), and the guard that the service layer
-authorizes in one place: no service module but ``permissions`` raises a 403 of its own, and every
-named permission is checked by some write."""
+written by hand from the rules as the registry documents them), and the guard that the service and
+web layers authorize in one place: no module there but ``permissions`` raises a 403 or an anonymous
+401 of its own (a route neither), and every named permission is checked by some write."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from lair.registry.service.actor import Actor
 from lair.registry.service.permissions import PERMISSIONS, Resource, ensure
 
 SERVICE = Path(__file__).resolve().parents[3] / "src" / "lair" / "registry" / "service"
+WEB = SERVICE.parent / "web"
 OWNER, AUTHOR, OTHER, ADMIN = 1, 2, 3, 4
 RES = Resource(owner_id=OWNER, submitter_id=AUTHOR, user_name="victim")
 ACTORS = {
@@ -65,11 +66,30 @@ def test_an_admin_never_hides_their_own_account() -> None:
     assert (refused.value.status, refused.value.message) == (403, "an admin cannot hide their own account")
 
 
+def _refusals(status: int) -> list[tuple[str, str]]:
+    """(module, error code) of every ``RegistryError(status, code`` in the service and web layers."""
+    found = []
+    for p in sorted([*SERVICE.glob("*.py"), *WEB.glob("*.py")]):
+        for code in re.findall(rf'RegistryError\(\s*{status},\s*"([a-z_]+)"', p.read_text()):
+            found.append((f"{p.parent.name}/{p.name}", code))
+    return found
+
+
 def test_authorization_lives_in_one_place() -> None:
     sources = {p.name: p.read_text() for p in SERVICE.glob("*.py")}
-    raising = [n for n, text in sources.items() if re.search(r"RegistryError\(\s*403", text)]
-    # identities.py refuses a hidden account's provider sign-in: authentication, not a write's right
-    assert sorted(raising) == ["identities.py", "permissions.py"]
+    # identities.py refuses a hidden account's provider sign-in: authentication, not a write's right;
+    # auth.py's 403 is a request without its CSRF token, before anyone is asked what they may do
+    assert _refusals(403) == [
+        ("service/identities.py", "forbidden"), ("service/permissions.py", "forbidden"),
+        ("service/permissions.py", "forbidden"), ("web/auth.py", "csrf"),
+    ]  # fmt: skip
+    # 401: anonymous (permissions.need, the only "sign in first"), a wrong password, a bad token
+    assert _refusals(401) == [
+        ("service/accounts.py", "unauthorized"), ("service/permissions.py", "unauthorized"),
+        ("web/auth.py", "unauthorized"),
+    ]  # fmt: skip
+    every = [p.read_text() for p in [*SERVICE.glob("*.py"), *WEB.glob("*.py")]]
+    assert sum(text.count('"sign in first"') for text in every) == 1
     writes = [text for name, text in sources.items() if name != "permissions.py"]
     checked = {m for text in writes for m in re.findall(r'ensure\(\s*\w+,\s*"([a-z-]+)"', text)}
     assert checked == set(PERMISSIONS)

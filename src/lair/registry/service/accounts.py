@@ -216,8 +216,7 @@ __all__ += ["issue_token", "list_tokens", "need"]
 
 def whoami(actor: Actor | None) -> dict[str, object]:
     """The signed-in account as ``GET /api/v1/me`` shows it: name, admin, scopes (401 without one)."""
-    if actor is None:
-        raise RegistryError(401, "unauthorized", "sign in first", hint="send Authorization: Bearer <token>")
+    actor = need(actor, "read")
     return {"name": actor.name, "admin": actor.is_admin, "scopes": list(actor.scopes)}
 
 

@@ -27,6 +27,7 @@ from lair.registry.service import reports
 from lair.registry.service.actor import Actor
 from lair.registry.service.archive import MAX_ARCHIVE_BYTES, refuse
 from lair.registry.service.outage import Unavailable
+from lair.registry.service.permissions import ensure
 from lair.registry.service.replication import parse_replicates
 from lair.registry.web.auth import actor_of, check_csrf, limit, write_limit
 from lair.registry.web.render import html, json_response
@@ -42,12 +43,7 @@ shows them where application/x-ndjson would be downloaded."""
 
 def _uploader(request: Request, actor: Actor | None) -> Actor:
     check_csrf(request, actor)
-    if actor is None:
-        raise RegistryError(
-            401, "unauthorized", "sign in first", hint="lair login URL --token T (an API token with publish)"
-        )
-    if not actor.can("publish"):
-        raise RegistryError(403, "forbidden", "this token lacks the 'publish' scope")
+    actor = ensure(actor, "upload-report")  # before the body is read: 401 or 403 with the reason
     limit(request, write_limit(request), "write", actor.name)
     return actor
 

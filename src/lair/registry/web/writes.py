@@ -18,6 +18,7 @@ from lair.registry.service import community
 from lair.registry.service.accounts import check_name
 from lair.registry.service.actor import Actor
 from lair.registry.service.changes import recording
+from lair.registry.service.permissions import need
 from lair.registry.web.auth import actor_of, check_csrf, limit, write_limit
 from lair.registry.web.render import json_response
 
@@ -238,11 +239,7 @@ def tokens(request: Request) -> Response:
     from lair.registry.service.accounts import list_tokens
 
     with request.app.state.engine.begin() as conn:
-        actor = actor_of(request, conn)
-        if actor is None:
-            raise RegistryError(
-                401, "unauthorized", "sign in first", hint="send Authorization: Bearer <token>"
-            )
+        actor = need(actor_of(request, conn), "read")
         return json_response({"ok": True, "tokens": list_tokens(conn, actor)}, cacheable=False)
 
 
