@@ -26,6 +26,8 @@ from lair.testing.registry import serve_process
 pytestmark = pytest.mark.integration
 
 Attack = tuple[str, str, dict[str, str], bytes]
+DROPPED = 0
+"""The status :func:`_send` gives a request whose connection the server dropped without an answer."""
 
 
 def _json(obj: Any) -> bytes:
@@ -205,7 +207,7 @@ def _send(base: str, method: str, path: str, headers: dict[str, str], body: byte
         resp.read()
         return resp.status, time.monotonic() - t0
     except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
-        return 400, time.monotonic() - t0  # the server closed a request it would not read: no 5xx
+        return DROPPED, time.monotonic() - t0  # no answer at all: a failure, as a 5xx is
     finally:
         conn.close()
 
