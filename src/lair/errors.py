@@ -140,11 +140,19 @@ class TrustError(LairError):
     code = "trust"
 
     def __init__(
-        self, message: str, *, hint: str = "", risks: list[str] | None = None, diff: list[str] | None = None
+        self,
+        message: str,
+        *,
+        hint: str = "",
+        risks: list[str] | None = None,
+        diff: list[str] | None = None,
+        fingerprint: str = "",
     ) -> None:
         super().__init__(message, hint=hint)
         self.risks = list(risks or [])
         self.diff = list(diff or [])
+        self.fingerprint = fingerprint
+        """the sha256 of exactly what was shown (an acceptance at the prompt binds to it)"""
 
     def as_dict(self) -> dict[str, Any]:
         return {**super().as_dict(), "risks": self.risks, "diff": self.diff}

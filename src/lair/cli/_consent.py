@@ -5,7 +5,7 @@ raises a :class:`~lair.errors.TrustError` there for an untrusted recipe without 
 exactly what it asks for (and nothing of it ran: :mod:`lair.launch.resolve`). On a terminal the
 requests are shown and "y" calls again with ``accept=True`` (which stores the acceptance of that
 content); without a terminal, or with ``--json``, the error goes up with a hint that names the
-command's own flag. Commands and their flags: launch/plan/tune/doctor ``--accept``, reproduce and
+command's own flag. An answer accepts exactly what was shown (its fingerprint). Commands and their flags: launch/plan/tune/doctor ``--accept``, reproduce and
 rebench ``-y``.
 """
 
@@ -28,9 +28,11 @@ def _interactive() -> bool:
 
 
 def with_consent(
-    call: Callable[[bool], T], *, accept: bool, command: str, flag: str, prompt: bool = True
+    call: Callable[[bool | str], T], *, accept: bool, command: str, flag: str, prompt: bool = True
 ) -> T:
-    """``call(accept)``; an untrusted recipe's refusal is shown and asked about on a terminal."""
+    """``call(accept)``; an untrusted recipe's refusal is shown and asked about on a terminal. After
+    "y", ``call`` gets the fingerprint of what was shown instead of True: the library accepts that and
+    nothing else (a file changed meanwhile is refused, not accepted)."""
     try:
         return call(accept)
     except TrustError as exc:
@@ -42,4 +44,5 @@ def with_consent(
         sys.stderr.flush()
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             raise
-    return call(True)
+        shown = exc.fingerprint
+    return call(shown or True)

@@ -78,7 +78,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     report, secrets = with_consent(
         lambda accept: doctor(replace(req, accept=accept)),
-        accept=req.accept,
+        accept=bool(req.accept),
         command="doctor",
         flag="--accept",
         prompt=not args.json,
@@ -92,4 +92,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         dump_json(report.model_dump(mode="json"))
     else:
         sys.stdout.write(render_report(report))
+        if not report.ok:
+            gaps = list(dict.fromkeys(f.check for f in report.errors()))
+            print(f"not ready: {len(report.errors())} gaps ({', '.join(gaps)}) - each is above with its fix")
     return 0 if report.ok else EXIT_FINDINGS

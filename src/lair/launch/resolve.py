@@ -43,7 +43,10 @@ class Request:
     hosts: list[str] = field(default_factory=list)
     rig: str | None = None
     drop_unsupported: bool = False
-    accept: bool = False
+    accept: bool | str = False
+    """Accept what an untrusted recipe asks for (``--accept``/``-y``); a string: the fingerprint of what
+    the user was shown at a prompt, and only that (a recipe that asks for anything else by the time it
+    is planned again is refused, not accepted)."""
     run_id: str | None = None
     place: Callable[[Recipe, str], list[Node]] | None = None
     """Nodes from elsewhere (a scheduler's allocation, a renderer's pods), given (recipe, run id)."""
@@ -218,9 +221,23 @@ def _trust(recipe: Recipe, values: dict[str, str], source: str, req: Request) ->
     from lair.plan.trust import trust_view
 
     view = trust_view(recipe, values)  # what is accepted is the recipe as it will run
+    if isinstance(req.accept, str):
+        _still_as_shown(view, req.accept)
     if req.derived is not None:
         return _derived_acceptance(view, source, req.derived), previous_acceptance(source)
-    return acceptance_for(view, source, accept=req.accept), previous_acceptance(source)
+    return acceptance_for(view, source, accept=bool(req.accept)), previous_acceptance(source)
+
+
+def _still_as_shown(view: Recipe, shown: str) -> None:
+    """Refuse to accept a recipe that changed between the prompt and the answer."""
+    from lair.errors import TrustError
+    from lair.plan import fingerprint
+
+    if fingerprint(view) != shown:
+        raise TrustError(
+            "the recipe changed while its requests were shown: nothing was accepted",
+            hint="run the command again and read what it asks for now",
+        )
 
 
 def _derived_acceptance(view: Recipe, source: str, base: Consent) -> Acceptance | None:

@@ -477,4 +477,5 @@ def check_trust(
         hint="read what it runs, then accept it: lair plan|launch ... --accept",
         risks=found,
         diff=changes,
+        fingerprint=fingerprint(recipe),
     )

@@ -57,7 +57,7 @@ class TuneOptions:
     out_dir: Path | None = None
     rig: str | None = None
     values: dict[str, str] = field(default_factory=dict)
-    accept: bool = False
+    accept: bool | str = False
     """Accept what an untrusted starting recipe asks for (stored for that content only)."""
     decode_tokens: int = 64
     repeat: int = 1

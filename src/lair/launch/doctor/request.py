@@ -21,7 +21,7 @@ class DoctorRequest:
     hosts: list[str] = field(default_factory=list)
     rig: str | None = None
     values: dict[str, str] = field(default_factory=dict)
-    accept: bool = False
+    accept: bool | str = False
     allreduce: bool = False
     allreduce_python: str = "python3"
     allreduce_mib: int = 64
