@@ -118,6 +118,9 @@ class NodeFacts(_Model):
     interfaces: list[Interface] = Field(default_factory=list)
     route: Route | None = Field(None, description="this node's route to the head")
     busy_ports: list[BusyPort] = Field(default_factory=list)
+    files: dict[str, bool] = Field(
+        default_factory=dict, description="paths the recipe needs on the node, and whether each exists"
+    )
     raw: str = Field("", exclude=True, description="the probe's output, for the bundle")
 
     def interface(self, name: str | None) -> Interface | None:

@@ -40,6 +40,10 @@ _DISK = r"""for d in {paths}; do
   df -Pk "$p" 2>/dev/null | awk -v d="$d" 'NR == 2 {printf "disk\t%s\t%d\t%s\n", d, $4 * 1024, $6}'
 done
 """
+_FILES = r"""for d in {paths}; do
+  if [ -e "$d" ]; then printf 'file\t%s\t1\n' "$d"; else printf 'file\t%s\t0\n' "$d"; fi
+done
+"""
 _RUNTIMES = r"""for b in {runtimes}; do
   if ! command -v "$b" >/dev/null 2>&1; then printf 'runtime\t%s\tmissing\n' "$b"; continue; fi
   f='{{.ServerVersion}}|{{range $k, $v := .Runtimes}}{{$k}},{{end}}|{{.DockerRootDir}}'
@@ -79,12 +83,16 @@ class ProbeSpec:
     gpus: bool = True
     clock: bool = True
     extra: dict[str, str] = field(default_factory=dict)
+    files: Sequence[str] = ()
+    """paths the recipe needs on the node (mount sources, a native entrypoint): whether each exists"""
 
 
 def script(spec: ProbeSpec) -> str:
     parts = [_BASE]
     if spec.disk_paths:
         parts.append(_DISK.replace("{paths}", " ".join(_path_word(p) for p in spec.disk_paths)))
+    if spec.files:
+        parts.append(_FILES.replace("{paths}", " ".join(_path_word(p) for p in spec.files)))
     if spec.runtimes:
         parts.append(_RUNTIMES.replace("{runtimes}", " ".join(spec.runtimes)))
     if spec.gpus:
@@ -134,6 +142,7 @@ def parse(text: str, *, name: str, address: str, rank: int, head: str | None = N
     links: dict[str, Interface] = {}
     cdi: list[str] = []
     busy: list[BusyPort] = []
+    files: dict[str, bool] = {}
     for line in text.split("\n"):  # not splitlines: \x1e (the script's own line break) would split
         key, _, rest = line.partition("\t")
         cols = rest.split("\t")
@@ -147,6 +156,8 @@ def parse(text: str, *, name: str, address: str, rank: int, head: str | None = N
             f["shm_bytes"] = int(rest)
         elif key == "disk" and len(cols) == 3 and cols[1].isdigit():
             disks.append(Disk(path=cols[0], free_bytes=int(cols[1]), mount=cols[2]))
+        elif key == "file" and len(cols) == 2:
+            files[cols[0]] = cols[1] == "1"
         elif key == "runtime" and len(cols) >= 2:
             runtimes.append(_runtime(cols))
         elif key == "cdi":
@@ -168,6 +179,7 @@ def parse(text: str, *, name: str, address: str, rank: int, head: str | None = N
             busy.append(BusyPort(port=int(b[0]), pid=b[1], pgid=b[2], command=b[3].strip()))
     f.update(disks=disks, runtimes=runtimes, gpus=gpus, interfaces=list(links.values()), cdi_specs=cdi)
     f["busy_ports"] = busy
+    f["files"] = files
     return NodeFacts.model_validate(f)
 
 

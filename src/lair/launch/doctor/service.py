@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from lair.launch.doctor import checks as C
 from lair.launch.doctor.model import DoctorReport, Finding, NodeFacts
+from lair.launch.doctor.needs import file_findings, hardware_findings, needed_files
 from lair.launch.doctor.probe import ProbeSpec, probe_node
 from lair.launch.doctor.recipe_checks import (
     RecipeRig,
@@ -36,7 +37,7 @@ ALL_CHECKS = (
     "reach.ssh", "clock.skew", "disk.free", "runtime.missing", "runtime.down", "gpu.runtime",
     "gpu.persistence", "net.route", "net.subnet", "net.mtu", "net.interface", "port.busy",
     "recipe.parallel", "recipe.heads", "recipe.fit", "gpu.memory", "recipe.shm", "driver.floor",
-    "engine.python",
+    "engine.python", "recipe.files", "recipe.hardware",
 )  # fmt: skip
 FAST_CHECKS = frozenset(
     {"reach.ssh", "runtime.missing", "runtime.down", "gpu.runtime", "net.route", "net.mtu",
@@ -53,6 +54,7 @@ class Context:
     recipe_name: str | None = None
     disk_paths: list[str] = field(default_factory=list)
     secrets: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
 
 
 def doctor(req: DoctorRequest) -> tuple[DoctorReport, list[str]]:
@@ -138,6 +140,7 @@ def targets_of(prep: Prepared, recipe: Recipe) -> tuple[list[Target], Context]:
         recipe_name=plan.run.recipe,
         disk_paths=_disk_paths(recipe),
         secrets=plan.secret_values(),
+        files=needed_files(recipe),
     )
     return targets, ctx
 
@@ -209,6 +212,7 @@ async def diagnose(
             ports=t.ports,
             gpus=t.wants_gpus or not fast,
             clock=not fast,
+            files=[] if fast else ctx.files,
         )
         try:
             return await probe_node(runner, t.node.name, t.node.address, t.rank, spec)  # type: ignore[arg-type]
@@ -251,4 +255,6 @@ def _findings(
         if ctx.rig.wants_gpus:
             out += driver_findings(ctx.rig.recipe, facts)
         out += python_findings(ctx.rig.recipe, [t.node.name for t in targets if t.node.local])
+        if not fast:
+            out += file_findings(ctx.rig.recipe, facts) + hardware_findings(ctx.rig, facts)
     return out
