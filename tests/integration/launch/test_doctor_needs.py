@@ -113,3 +113,16 @@ def test_doctor_sizes_the_flagship_with_lair_fit_and_names_its_outside_kit() -> 
         c == "recipe.files" and w.startswith("/home/kilork/exl3-kit/878e0ee/serving ") and kit in w
         for _, c, w in found
     )
+
+
+def test_doctor_stops_on_a_hook_script_the_library_lacks(tmp_path: Path) -> None:
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(
+        'engine = "custom"\nruntime = "native"\nentrypoint = ["sleep", "1"]\nmodel = "m"\n'
+        'before_serve = [{ script = "no_such_script" }]\n'
+    )
+    res = lair("doctor", str(recipe))
+    assert res.returncode == 1 and res.stdout == ""
+    assert (
+        f"error: {recipe}:5:28: before_serve[0].script: no hook script named 'no_such_script'" in res.stderr
+    )
