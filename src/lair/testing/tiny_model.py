@@ -22,6 +22,7 @@ import argparse
 import json
 import random
 import struct
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -316,7 +317,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vocab", type=int, default=512)
     ap.add_argument("--ctx", type=int, default=2048)
     a = ap.parse_args(argv)
-    print(make_tiny_model(a.out, hidden=a.hidden, layers=a.layers, heads=a.heads, vocab=a.vocab, ctx=a.ctx))
+    try:
+        made = make_tiny_model(
+            a.out, hidden=a.hidden, layers=a.layers, heads=a.heads, vocab=a.vocab, ctx=a.ctx
+        )
+    except ModuleNotFoundError as exc:  # one line for the hook's failure, not a traceback
+        print(f"error: {exc}: pip install 'lair[engines]' on this node", file=sys.stderr)
+        return 2
+    print(made)
     return 0
 
 

@@ -1,7 +1,8 @@
 """lair on a base install (no extra), through the real ``lair`` command of that install:
 
 - ``lair launch`` of the bundled xllamacpp recipe stops before anything runs, naming the ``engines``
-  extra (it died with ModuleNotFoundError tracebacks of the engine and the hook);
+  extra (it died with ModuleNotFoundError tracebacks of the engine and the hook); with
+  ``--no-doctor`` the hook's failure is that one line;
 - ``lair demo`` names the ``engines`` and ``registry`` extras before it starts anything (it printed
   the hint, then a RuntimeError traceback);
 - ``lair reproduce`` of a row works without the ``registry`` extra: it recomputes their row's band
@@ -93,6 +94,16 @@ def test_launch_of_the_xllamacpp_recipe_names_the_engines_extra(base: Path, tmp_
     assert f"hint: pip install 'lair[{_extra_of('xllamacpp')}]'" in res.stderr
     assert "fix the recipe or the node" not in res.stderr
     assert not model.exists()  # stopped before the hook that builds the model
+
+
+def test_launch_without_the_doctor_says_the_extra_in_the_hooks_failure(base: Path, tmp_path: Path) -> None:
+    """--no-doctor skips the check: the hook that builds the model is what fails, in one line."""
+    res = _lair(
+        base, "launch", str(TINY), "--no-doctor", "--set", f"MODEL_DIR={tmp_path / 'm'}", cwd=tmp_path
+    )
+    assert res.returncode == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    assert f"error: No module named 'tokenizers': pip install 'lair[{_extra_of('tokenizers')}]'" in res.stderr
 
 
 def test_demo_names_the_extras_before_it_starts_anything(base: Path, tmp_path: Path) -> None:
