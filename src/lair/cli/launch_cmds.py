@@ -440,9 +440,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from lair.launch import run_status
-
-    from lair.launch import runs
+    from lair.launch import run_status, runs
 
     data = run_status(args.run, last=None if args.all else STATUS_LAST)
     if args.json:
