@@ -88,7 +88,7 @@ def test_seed_page_has_every_section_in_order_with_its_numbers(page: Any, site: 
     page.screenshot(path=str(artifacts / "recipe-seed-000.png"), full_page=True)
     raw = tomllib.loads(SEED_000.read_text())
     text = page.locator("article.recipe").inner_text()
-    perf = page.locator("[data-section=performance] table.speed tbody tr")
+    perf = page.locator("[data-section=performance] table.speed tbody tr[data-provenance]")
     assert perf.count() == len(raw["meta"]["performance"])
     cells = [perf.nth(i).inner_text() for i in range(perf.count())]
     assert "163 tok/s" in cells[0] and "7,360 tok/s" in cells[1] and "167.3 tok/s" in cells[2]
@@ -224,5 +224,6 @@ def test_a_rows_certificate_opens_and_its_reproduce_command_selects_in_one_click
     page.fill("form#price input[name=price_kwh]", "0.31")
     page.click("form#price button[type=submit]")
     page.wait_for_url(f"**/recipes/{LLAMA_SLUG}/cost?price_kwh=0.31")
-    cost = page.locator(f"tr:has(#row-{row['id']}) td.cost").inner_text()
+    detail = page.locator("tr.row-detail", has=page.locator(f"#row-{row['id']}"))  # under its row
+    cost = detail.locator("xpath=preceding-sibling::tr[1]").locator("td.cost").inner_text()
     assert float(cost.lstrip("$")) == pytest.approx(j * 1e6 / 3.6e6 * 0.31, rel=5e-3)

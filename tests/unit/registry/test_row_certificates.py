@@ -97,8 +97,10 @@ def _rows(w: World, path: str = f"/api/v1/recipes/{SLUG}.json") -> dict[int, dic
 
 
 def _tr(page: str, mid: int) -> str:
-    """The speed row of measurement ``mid`` on a page (its <tr> .. </tr>)."""
-    found = [tr for tr in re.findall(r"<tr [^>]*>.*?</tr>", page, re.S) if f'id="row-{mid}"' in tr]
+    """The speed row of measurement ``mid`` on a page: its <tr> and the full-width <tr> under it that
+    holds its replication and certificate."""
+    row = r'<tr [^>]*>(?:(?!</tr>).)*</tr>\s*<tr class="row-detail">(?:(?!</tr>).)*</tr>'
+    found = [tr for tr in re.findall(row, page, re.S) if f'id="row-{mid}"' in tr]
     assert len(found) == 1, f"no single row {mid}"
     return found[0]
 

@@ -291,6 +291,7 @@ RENDERED_BY = (
     "registry/service/page.py",
     "registry/service/document.py",
     "registry/service/chart.py",
+    "report/charts.py",  # the speed charts' SVG, stored inline in the page
     "registry/service/markdown.py",
     "registry/service/timefmt.py",
     "registry/service/tiers.py",
