@@ -448,20 +448,20 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     if not data:
         err("no runs")
+    hidden = 0 if args.run or args.all else len(runs()) - len(data)
     for r in data:
         alive = [n for n in r["nodes"] if n.get("alive")]
         up = f"  {len(alive)}/{len(r['nodes'])} up" if r["state"] in ("running", "starting") else ""
         unknown = [f"{n['name']} unknown ({n['check_error']})" for n in r["nodes"] if n.get("check_error")]
         up += "".join(f"; {u}" for u in unknown)
-    hidden = 0 if args.run or args.all else len(runs()) - len(data)
         print(f"{r['run_id']}  {r['state']}{up}  {r['endpoint']}  {r['name']}")
+    if hidden > 0:
+        err(f"{hidden} older ended runs not shown (lair status --all)")
     return 0
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
     from lair.launch import follow_logs
-    if hidden > 0:
-        err(f"{hidden} older ended runs not shown (lair status --all)")
 
     if args.json and args.follow:
         from lair.errors import ConfigError
