@@ -12,6 +12,7 @@ set far above any machine's (64 GPUs, twice this machine's memory, 10 PB of disk
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -33,12 +34,17 @@ def _mem_total() -> int:
     raise AssertionError("no MemTotal in /proc/meminfo")
 
 
+def _nproc() -> int:
+    return len(os.sched_getaffinity(0))  # what nproc counts
+
+
 def _recipe(tmp: Path) -> Path:
     ram_gb = round(2 * _mem_total() / 1e9)
     text = f"""
 engine = "vllm"
 docker_image = "vllm/vllm-openai:v0.11.0@sha256:{"0" * 64}"
 model = "/model"
+cpus = {_nproc() + 1}
 before_serve = ["git clone --quiet {KIT} {tmp}/kit"]
 
 [[extra_mounts]]
@@ -82,6 +88,8 @@ def test_doctor_names_every_gap_of_the_recipe_on_this_machine(tmp_path: Path) ->
             f"the nodes have {gpus} in all") in found  # fmt: skip
     assert ("recipe.hardware", "error", f"the recipe needs {ram_gb} GB of host memory; this node "
             f"has {mem_gb:.1f} GB") in found  # fmt: skip
+    assert ("recipe.hardware", "error", f"cpus = {_nproc() + 1} is more than the node's {_nproc()} CPUs "
+            "(the container engine refuses it)") in found  # fmt: skip
     (disk,) = [w for c, s, w in found if c == "recipe.hardware" and "GB of disk" in w]
     head = "the recipe needs 1e+07 GB of disk; the most free on this node is "
     assert disk.startswith(head) and disk.endswith(" GB")

@@ -5,8 +5,8 @@ recipe.files     each path the run needs on the node (a mount's source, the per-
                  makes is a warning naming that hook (and the outside repository it fetches, if any)
 recipe.hardware  the GPUs (total count, memory per GPU: the recipe's ``meta.hardware``, else the
                  weights per GPU lair fit computes), host memory (``meta.hardware.host_ram_gb`` or
-                 ``meta.requirements.ram_gb``) and disk
-                 (``disk_gb``, against the most free space of the paths the doctor reads)
+                 ``meta.requirements.ram_gb``), disk (``disk_gb``, against the most free space of
+                 the paths the doctor reads) and a container's ``cpus`` (against the node's CPUs)
 """
 
 from __future__ import annotations
@@ -102,8 +102,15 @@ def hardware_findings(rr: RecipeRig, nodes: Sequence[NodeFacts]) -> list[Finding
         return []
     out = _gpu_total(rr, up) + _gpu_memory(rr, up)
     for n in up:
-        out += _ram(rr.recipe, n) + _disk(rr.recipe, n)
+        out += _ram(rr.recipe, n) + _disk(rr.recipe, n) + _cpus(rr.recipe, n)
     return out
+
+
+def _cpus(recipe: Recipe, n: NodeFacts) -> list[Finding]:
+    if recipe.runtime == "native" or not recipe.cpus or not n.cpus or recipe.cpus <= n.cpus:
+        return []
+    what = f"cpus = {recipe.cpus:g} is more than the node's {n.cpus} CPUs (the container engine refuses it)"
+    return [_f("error", n.name, what, f"a node with {recipe.cpus:g} CPUs or more, or a lower cpus")]
 
 
 def _f(severity: str, node: str | None, what: str, fix: str) -> Finding:
