@@ -491,7 +491,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if args.json:
         dump_json([{"run_id": r.run_id, "state": r.state} for r in records])
     for r in records:
-        err(f"{r.run_id}: {r.state}; verified: no container or process left")
+        err(f"{r.run_id}: {r.state}; checked: no container or process left")
     if args.all and not records:
         err("no active runs")
     return 0

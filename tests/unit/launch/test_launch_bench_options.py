@@ -17,10 +17,11 @@ TINY = Path(__file__).resolve().parents[3] / "examples" / "tiny-cpu" / "recipe.t
 
 BENCH_ONLY = {
     "-h", "--help", "--api-key-env", "--api-key-file", "--api-key", "--rig", "--out", "--recipe",
-    "--set", "--run-name", "--json", "-v", "--verbose", "-q", "--quiet",
+    "--set", "--run-name", "--json", "-v", "--verbose", "-q", "--quiet", "--engine-pid",
 }  # fmt: skip
 """``lair bench``'s options of its own: the key, the report folder, the rig (``lair launch`` has its
-own ``--rig``, whose prices its bench takes); ``-v``/``-q`` are every command's."""
+own ``--rig``, whose prices its bench takes), the engine's PID (``lair launch`` knows its engine's
+processes from the run's journal); ``-v``/``-q`` are every command's."""
 
 
 def _options(command: str) -> dict[str, argparse.Action]:
