@@ -3,10 +3,10 @@
 ``call(accept)`` does the command's work up to the point where the recipe would run; the library
 raises a :class:`~lair.errors.TrustError` there for an untrusted recipe without an acceptance of
 exactly what it asks for (and nothing of it ran: :mod:`lair.launch.resolve`). On a terminal the
-requests are shown and "y" calls again with ``accept=True`` (which stores the acceptance of that
-content); without a terminal, or with ``--json``, the error goes up with a hint that names the
-command's own flag. An answer accepts exactly what was shown (its fingerprint). Commands and their flags: launch/plan/tune/doctor ``--accept``, reproduce and
-rebench ``-y``.
+requests are shown and "y" calls again with the fingerprint of what was shown (which accepts, and
+stores the acceptance of, exactly that content); without a terminal, or with ``--json``, the error
+goes up with a hint that names the command's own flag. Commands and their flags:
+launch/plan/tune/doctor ``--accept``, reproduce and rebench ``-y``.
 """
 
 from __future__ import annotations
