@@ -67,6 +67,9 @@ def test_every_example_page_has_fit_roofline_flags_hardware_and_a_readable_table
         facts = page.locator("[data-section=fit] p.model-facts")
         assert facts.count() == 1 and "params" in facts.inner_text()
         assert facts.get_attribute("data-origin") == "recipe"  # every example carries its facts
+        if not (meta.get("hardware") or {}).get("gpu_model"):  # no GPU named: the form asks for one
+            assert page.locator("form#fit select[name=gpu]").input_value() == ""
+            page.select_option("form#fit select[name=gpu]", "rtx-4090")
         page.locator("form#fit button[type=submit]").click()
         page.wait_for_url("**/fit?**")
         verdict = page.locator("#fit-result").get_attribute("data-verdict")

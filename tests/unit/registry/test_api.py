@@ -208,6 +208,31 @@ def test_fit_widget_gives_verdict_kv_pool_and_max_context(client: TestClient) ->
     seed = client.get(f"/api/v1/recipes/{SLUG_000}/fit", params={"gpu": "rtx-pro-6000", "gpus": 2}).json()
     assert seed["known"] and seed["verdict"] == "fits-with-offload"
     assert (seed["context"], seed["decode_roofline_tok_s"]) == (1048576, 519.2)
+    # the page says which prompt its prefill ceiling is for (the fitted context), as the JSON does
+    page = client.get(f"/recipes/{SLUG_000}/fit", params={"gpu": "rtx-pro-6000", "gpus": 2}).text
+    assert seed["prefill"]["prompt_tokens"] == 1048576
+    assert f"prefill ceiling {seed['prefill_roofline_tok_s']:,.1f} tok/s for a 1M-token prompt" in page
+    # the DGX Spark publishes dense FP4 only, the model computes in bf16: the ceiling is said to be
+    # unknown, not left out
+    spark = client.get(f"/api/v1/recipes/{SLUG_000}/fit", params={"gpu": "dgx-spark", "gpus": 1}).json()
+    assert (
+        spark["known"]
+        and spark["prefill_roofline_tok_s"] is None
+        and spark["prefill"]["compute_format"] == "bf16"
+    )
+    page = client.get(f"/recipes/{SLUG_000}/fit", params={"gpu": "dgx-spark", "gpus": 1}).text
+    assert "prefill ceiling: unknown (NVIDIA DGX Spark (GB10) has no published tensor throughput" in page
+
+
+def test_the_fit_widget_preselects_no_gpu_the_recipe_does_not_name(client: TestClient) -> None:
+    """The tiny CPU recipe names no GPU: the form asks for one instead of defaulting to the list's first."""
+    page = client.get("/recipes/tiny-cpu").text
+    select = re.search(r'<select name="gpu" required>(.*?)</select>', page, re.S)
+    assert select, "no GPU list"
+    first = re.search(r"<option[^>]*>[^<]*</option>", select.group(1))
+    assert first and first.group(0) == '<option value="" selected disabled>choose a GPU</option>'
+    assert '<p class="note cpu-only">A CPU-only recipe: the fit sizes GPUs' in page
+    assert select.group(1).count("selected") == 1
 
 
 def test_roofline_percent_per_row_and_implausible_rows(client: TestClient) -> None:

@@ -220,6 +220,7 @@ def recipe_page(rec: RecipeRecord, base: str, price_kwh: float = DEFAULT_PRICE_K
             "gpus": gpu_choices(),
             "default_gpu": _catalog_id(m.hardware.gpu_model if m.hardware else None),
             "default_count": count,
+            "cpu_only": r.gpus == "none" or "cpu" in {t.lower() for t in m.tags},
         },
         "downloads": [d.model_dump() for d in m.downloads],
         "revision_notes": rec.revision.notes,
