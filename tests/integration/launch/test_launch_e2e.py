@@ -141,7 +141,7 @@ def test_two_nodes_in_docker_serve_stream_and_stop_clean(
     finally:
         stop = lair("stop", run_id, timeout=180)
     assert stop.returncode == 0, stop.stderr
-    assert "verified" in stop.stderr
+    assert "checked: no container or process left" in stop.stderr
     assert sorted(p.name for p in markers.iterdir()) == ["after-stop-0", "after-stop-1"]
     assert run_record(lair_home, run_id)["state"] == "stopped"
     assert_clean(lair_home, run_id, ssh_nodes_docker, docker=True)

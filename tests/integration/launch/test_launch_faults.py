@@ -109,7 +109,7 @@ def test_hook_failure_with_warn_goes_on(
     run_id = res.stdout.strip()
     assert res.stderr.count("on_failure = warn") == 2
     stop = lair("stop", run_id, timeout=120)
-    assert stop.returncode == 0 and "verified" in stop.stderr, stop.stderr
+    assert stop.returncode == 0 and "checked: no container or process left" in stop.stderr, stop.stderr
     assert_after_stop_ran(markers)
     assert_clean(lair_home, run_id)
 
@@ -205,7 +205,7 @@ def test_stop_from_another_shell(
     proc, run_id = start_foreground(_recipe(tmp_path, markers, script=_serving(roles, tiny_model)), lair_home)
     wait_for(lambda: run_record(lair_home, run_id)["state"] == "running", what="running")
     stop = lair("stop", run_id, timeout=120)
-    assert stop.returncode == 0 and "verified" in stop.stderr, stop.stderr
+    assert stop.returncode == 0 and "checked: no container or process left" in stop.stderr, stop.stderr
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "SIGTERM: stopping" in err
     assert_after_stop_ran(markers)
@@ -222,7 +222,7 @@ def test_killed_lair_process_leaves_an_orphan_that_stop_cleans(
     status = json.loads(lair("status", run_id, "--json", check=True).stdout)[0]
     assert status["state"] == "orphaned" and [n["alive"] for n in status["nodes"]] == [True, True]
     stop = lair("stop", run_id, timeout=120)
-    assert stop.returncode == 0 and "verified" in stop.stderr, stop.stderr
+    assert stop.returncode == 0 and "checked: no container or process left" in stop.stderr, stop.stderr
     assert_after_stop_ran(markers)
     assert_clean(lair_home, run_id)
 

@@ -53,7 +53,7 @@ def test_tiny_cpu_example_detach_status_logs_stop(lair_home: Path) -> None:
         assert pid and Path(f"/proc/{pid}").exists()
     finally:
         stop = lair("stop", run_id, timeout=60)
-    assert stop.returncode == 0 and "verified" in stop.stderr
+    assert stop.returncode == 0 and "checked: no container or process left" in stop.stderr
     assert_clean(lair_home, run_id)
 
 

@@ -117,7 +117,7 @@ def test_native_stop_ends_a_grandchild_and_concurrent_stops_tear_down_once(
     outs = [p.communicate(timeout=120)[1] for p in stops]
     results = [(p.returncode, err) for p, err in zip(stops, outs, strict=True)]
     assert [rc for rc, _ in results] == [0, 0], results
-    assert all(f"{run_id}: stopped; verified" in err for _, err in results)
+    assert all(f"{run_id}: stopped; checked" in err for _, err in results)
     assert not pid_alive(grandchild) and not pid_alive(leader)
     assert (markers / "after-stop").read_text() == "x\n"  # after_stop ran once
     again = lair("stop", run_id, timeout=60)  # idempotent

@@ -79,6 +79,9 @@ def render_report(report: DoctorReport) -> str:
         )
     errors = len(report.errors())
     lines.append(f"\n{len(report.findings)} findings ({errors} errors), {len(report.checks)} checks")
+    if not report.ok:
+        gaps = list(dict.fromkeys(f.check for f in report.errors()))
+        lines.append(f"not ready: {errors} gaps ({', '.join(gaps)}) - each is above with its fix")
     return "\n".join(lines) + "\n"
 
 
