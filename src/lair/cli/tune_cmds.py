@@ -198,7 +198,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 0
     from lair.tune.result import trials_table
 
-    print(trials_table(result.trials, opts.objectives))
+    print(trials_table(result.trials, opts.objectives, duplicates=result.duplicates))
     if result.confirmation:
         c = result.confirmation
         verdict = "beats" if c["beats"] else "does not beat"

@@ -67,6 +67,8 @@ class TuneResult:
     trials: list[dict[str, Any]]
     best: dict[str, Any] | None
     pareto: list[int] = field(default_factory=list)
+    duplicates: list[dict[str, Any]] = field(default_factory=list)
+    """Trials the sampler spent on knobs tried already (nothing ran): their numbers and why."""
     confirmation: dict[str, Any] | None = None
     winner: str | None = None
     chart: str | None = None
@@ -203,7 +205,7 @@ def _write_files(result: TuneResult, rows: list[dict[str, Any]], objectives: lis
         f"Sampler {result.sampler}; stopped: {result.stop_reason}; "
         f"{result.elapsed_s:.0f} s of {result.budget_s:.0f} s.",
         "",
-        trials_table(rows, objectives, markdown=True),
+        trials_table(rows, objectives, markdown=True, duplicates=result.duplicates),
         "",
     ]
     if result.confirmation:
@@ -224,7 +226,7 @@ def run_tune(opts: TuneOptions) -> TuneResult:
     """Search (or resume), confirm the best against the start with fresh launches, write the winner
     and the tune's folder. Ctrl-C leaves a resumable study (KeyboardInterrupt goes on)."""
     from lair.recipe import load_recipe
-    from lair.tune.result import pareto, trial_rows, write_winner
+    from lair.tune.result import duplicate_trials, pareto, trial_rows, write_winner
 
     t0 = time.monotonic()
     consent = gate(opts)  # before anything of the recipe runs, or any folder is made
@@ -251,6 +253,7 @@ def run_tune(opts: TuneOptions) -> TuneResult:
         trials=rows,
         best=best,
         pareto=sorted(pareto(rows, opts.objectives)) if len(opts.objectives) > 1 else [],
+        duplicates=duplicate_trials(study),
     )
     if best is not None and not best["baseline"]:
         winner = write_winner(opts.recipe, _winner_path(opts), best["knobs"], _stamp(s, name, rows, best))

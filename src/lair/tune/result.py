@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from lair.tune.objective import Objective
 
-__all__ = ["objective_chart", "pareto", "trial_rows", "trials_table", "write_winner"]
+__all__ = ["duplicate_trials", "objective_chart", "pareto", "trial_rows", "trials_table", "write_winner"]
 
 _ORDER = {"ok": 0, "rejected": 1, "failed": 2, "refused": 3, "interrupted": 4, "duplicate": 5}
 
@@ -91,9 +91,23 @@ def _cells(r: dict[str, Any], objectives: Sequence[Objective]) -> list[str]:
     return [f"{v:.4g}" for v in vals] if vals else ["-"] * len(objectives)
 
 
+def duplicate_trials(study: optuna.Study) -> list[dict[str, Any]]:
+    """The trials the sampler proposed again (nothing ran): ``{"trial", "reason"}`` each, in order."""
+    return [
+        {"trial": t.number, "reason": str(t.user_attrs.get("reason") or "")}
+        for t in study.get_trials(deepcopy=False)
+        if t.user_attrs.get("outcome") == "duplicate"
+    ]
+
+
 def trials_table(
-    rows: Sequence[dict[str, Any]], objectives: Sequence[Objective], markdown: bool = False
+    rows: Sequence[dict[str, Any]],
+    objectives: Sequence[Objective],
+    markdown: bool = False,
+    duplicates: Sequence[dict[str, Any]] = (),
 ) -> str:
+    """The trials, best first; a last line names the trial numbers the sampler spent on knobs it had
+    tried already (the table would skip them without a word)."""
     from lair.table import markdown_table, text_table
 
     head = ["trial", "knobs", *(o.label for o in objectives), "outcome", "note"]
@@ -101,7 +115,11 @@ def trials_table(
         [str(r["trial"]), _knob_text(r["knobs"]), *_cells(r, objectives), r["outcome"], _what(r)[:160]]
         for r in rows
     ]
-    return (markdown_table if markdown else text_table)(head, body)
+    table = (markdown_table if markdown else text_table)(head, body)
+    if not duplicates:
+        return table
+    said = "; ".join(f"{d['trial']} ({d['reason']})" if d["reason"] else str(d["trial"]) for d in duplicates)
+    return f"{table}\nnot run, the sampler proposed tried knobs again: trial {said}"
 
 
 def objective_chart(rows: Sequence[dict[str, Any]], objective: Objective, index: int = 0) -> str:

@@ -234,6 +234,30 @@ def test_study_records_rows_and_resume(tmp_path: Path) -> None:
     ]
 
 
+def test_the_table_names_the_trials_the_sampler_spent_on_tried_knobs(tmp_path: Path) -> None:
+    """A duplicate (the sampler proposing trial 0's knobs again) runs nothing and has no row; the table
+    says which numbers those were, so trial 1 is not silently missing."""
+    from lair.tune.result import duplicate_trials
+    from lair.tune.study import open_study, record
+
+    space = parse_params(["--p=1,2"], sampler="random", seed=1)
+    obj = [parse_objective("max decode_tok_s_per_stream@ctx=1,c=1")]
+    study = open_study(tmp_path, "d", space, ["max"])
+    for attrs, values in (
+        ({"outcome": "ok", "knobs": {"--p": "1"}, "values": [5.0]}, [5.0]),
+        ({"outcome": "duplicate", "reason": "same as trial 0"}, None),
+        ({"outcome": "ok", "knobs": {"--p": "2"}, "values": [7.0]}, [7.0]),
+    ):
+        t = study.ask()
+        t.suggest_categorical("--p", ["1", "2"])
+        record(study, t, attrs, values)
+    rows, dups = trial_rows(study, obj), duplicate_trials(study)
+    assert [r["trial"] for r in rows] == [2, 0] and dups == [{"trial": 1, "reason": "same as trial 0"}]
+    last = trials_table(rows, obj, duplicates=dups).splitlines()[-1]
+    assert last == "not run, the sampler proposed tried knobs again: trial 1 (same as trial 0)"
+    assert "not run" not in trials_table(rows, obj)
+
+
 def test_winner_file_keeps_comments_and_loads(tmp_path: Path) -> None:
     from lair.errors import RecipeError
     from lair.recipe import load_recipe
