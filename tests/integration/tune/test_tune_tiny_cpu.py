@@ -146,7 +146,7 @@ def test_every_candidate_and_its_outcome(tuned: tuple[Path, dict[str, Any], floa
 
 def test_refused_candidates_never_ran(tuned: tuple[Path, dict[str, Any], float], lair_home: Path) -> None:
     _, doc, _ = tuned
-    res = lair("status", "--json")
+    res = lair("status", "--all", "--json")  # every run, not the last 10 ended ones
     runs = json.loads(res.stdout)
     assert all(r["state"] in ("stopped", "failed") for r in runs)
     launched = sum(1 for t in doc["trials"] if t["outcome"] in ("ok", "failed"))
