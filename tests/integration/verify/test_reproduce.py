@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from verify_helpers import TINY, lair, tiny_copy
 
+from lair.registry.service.replication import OWN_ACCOUNT
 from lair.testing.registry import free_port, serve_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # retries while the shared machine is loaded
@@ -216,9 +217,11 @@ def test_a_slowed_rig_is_not_reproduced_with_the_delta(
         "pending",
     )
     page = _page(base, "tiny-cpu-threads")
-    assert (
-        "<strong>not reproduced here</strong> on CPU" in page and f"decode {link['delta_pct']:+.1f}%" in page
+    shown_on_page = (
+        '<strong>not reproduced here</strong> <span class="not-counted">(not counted: '
+        f"{OWN_ACCOUNT})</span> on CPU"
     )
+    assert shown_on_page in page and f"decode {link['delta_pct']:+.1f}%" in page
 
 
 VLLM = Path(__file__).resolve().parents[3] / "examples" / "tiny-vllm-cpu" / "recipe.toml"
