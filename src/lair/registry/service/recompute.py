@@ -32,11 +32,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from itertools import accumulate, pairwise
+from itertools import pairwise
 from typing import Any
 
 from lair.bench import definitions as d
 from lair.bench.aggregate import aggregate_cell
+from lair.report.raw_cells import timing_of  # one reading of a raw row, the client's and the registry's
 
 __all__ = [
     "ABS_TOL",
@@ -82,26 +83,9 @@ _NUMBERS = (
     "decode_tok_s_per_stream",
     "decode_tok_s_aggregate",
 )
+
 _CLIENT_KEYS = ("cpu_fraction_max", "loop_lag_p99_ms_max", "batched_lag_p99_ms_max")
 _EXACT = ("repeats", "prompt_tokens", "completion_tokens", "cached_tokens", "errors", "output_length_ok")
-
-
-def timing_of(row: dict[str, Any]) -> d.RequestTiming:
-    """One raw request row back as the bench's :class:`RequestTiming` (seconds from the repeat's start)."""
-    send_ms = float(row["send_ms"])
-    times = [(send_ms + float(c)) / 1000 for c in row.get("chunk_ms") or []]
-    tokens = [float(t) for t in row.get("chunk_tokens") or []]
-    cum = list(accumulate(tokens)) if len(tokens) == len(times) else []
-    return d.RequestTiming(
-        send_t=send_ms / 1000,
-        content_times=times,
-        content_cum_tokens=cum,  # type: ignore[arg-type]  # shares keep their fractions
-        prompt_tokens=row.get("prompt_tokens"),
-        completion_tokens=row.get("completion_tokens"),
-        cached_tokens=row.get("cached_tokens"),
-        status=int(row.get("status") or 0),
-        error=str(row.get("error") or ""),
-    )
 
 
 def _recompute(
