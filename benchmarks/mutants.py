@@ -113,7 +113,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "replication attempt: slug checked, revision not",
-        "registry/service/replication.py",
+        "registry/service/attempts.py",
         "if (slug, revision) != (ref.slug, ref.revision):",
         "if slug != ref.slug:",
         (

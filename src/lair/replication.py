@@ -23,13 +23,20 @@ repeats (typed by its author) has the band of its one value.
 A new run whose own samples of a figure spread wider than the row's band (its max / min above the
 band's high / low) is *inconclusive*: its headline could fall inside or outside the band by its own
 noise alone, so it says neither (:data:`INCONCLUSIVE`, whatever the other figures say).
+
+Which rows of a group are independent evidence (the registry's speed and quality tiers both ask):
+:func:`evidence`. Each rig counts once (a rig is its fingerprint, else its report, else the row),
+and each account once (rows with no submitter are one unknown account, ``?``); a group can be
+replicated only with :data:`MIN_RIGS` or more rigs of :data:`MIN_ACCOUNTS` or more accounts, since one
+account with two fingerprints is still one uploader.
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,14 +46,18 @@ __all__ = [
     "FLOOR",
     "INCONCLUSIVE",
     "METRICS",
+    "MIN_ACCOUNTS",
+    "MIN_RIGS",
     "NOT_REPRODUCED",
     "REPLICATED",
     "Band",
     "Comparison",
+    "Evidence",
     "RecipeRef",
     "RowRef",
     "band",
     "compare",
+    "evidence",
     "parse_ref",
     "parse_row_id",
     "spread",
@@ -59,6 +70,11 @@ FLOOR = 0.05
 REPLICATED = "replicated"
 NOT_REPRODUCED = "not-reproduced"
 INCONCLUSIVE = "inconclusive"
+
+MIN_RIGS = 2
+"""Fewest distinct rigs whose rows can replicate a group."""
+MIN_ACCOUNTS = 2
+"""Fewest distinct accounts whose rows can replicate a group."""
 
 METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("prefill_tok_s", "prefill_tok_s", "prefill_tok_s", "prefill tok/s"),
@@ -254,3 +270,44 @@ def verdict(comparisons: Sequence[Comparison]) -> str:
     if any(not c.conclusive for c in measured):
         return INCONCLUSIVE
     return REPLICATED if measured and all(c.inside for c in measured) else NOT_REPRODUCED
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The independent evidence of a group of rows: each rig's values and each account, with whether
+    it was new (every row of it in the group was filed while it was new)."""
+
+    per_rig: dict[str, list[float]]
+    new: dict[str, bool]
+
+    @property
+    def rigs(self) -> int:
+        return len(self.per_rig)
+
+    @property
+    def accounts(self) -> int:
+        return len(self.new)
+
+    @property
+    def new_accounts(self) -> int:
+        return sum(self.new.values())
+
+    @property
+    def enough(self) -> bool:
+        """Enough rigs and accounts to replicate, if their values also agree."""
+        return self.rigs >= MIN_RIGS and self.accounts >= MIN_ACCOUNTS
+
+
+def evidence(rows: Iterable[Mapping[str, Any]], value: str) -> Evidence:
+    """The rigs and accounts of ``rows`` that have a ``value``: a row's rig is its ``rig``
+    fingerprint, else its ``report_id``, else its ``id``; its account is ``submitted_by`` (``?`` when
+    none), new when its ``filer_new`` is true."""
+    per_rig: dict[str, list[float]] = defaultdict(list)
+    new: dict[str, bool] = {}
+    for r in rows:
+        if r.get(value) is None:
+            continue
+        per_rig[str(r.get("rig") or r.get("report_id") or r["id"])].append(float(r[value]))
+        who = str(r.get("submitted_by") or "?")
+        new[who] = new.get(who, True) and r.get("filer_new") is True
+    return Evidence(dict(per_rig), new)

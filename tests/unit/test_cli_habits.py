@@ -20,6 +20,7 @@ NO_JSON = {
     ("lair", "schema"): "its output is JSON already",
     ("lair", "serve"): "a web server, not a report",
     ("lair", "demo"): "a launch, a bench and a web server until Ctrl-C, not a report",
+    ("lair", "mcp"): "an MCP server (stdio or HTTP) speaking JSON-RPC, not a report",
 }
 
 

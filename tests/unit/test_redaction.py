@@ -1,4 +1,4 @@
-"""The one secret scanner (lair.redaction): every shape of :data:`lair.testing.secrets.SHAPES` is
+"""The one secret scanner (lair.redaction): every shape of :data:`lair.testing.fake_secrets.SHAPES` is
 redacted (and refused in published text, but the log-only ones), ordinary text is left alone, and
 ``lair doctor --bundle`` writes none of them (a bundle goes to public issues)."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from lair.launch.doctor.bundle import write_bundle
-from lair.launch.doctor.model import DoctorReport, NodeFacts
+from lair.launch.doctor.findings import DoctorReport, NodeFacts
 from lair.redaction import LOG_RULES, RULES, hits, redact
-from lair.registry.service.secrets import scan
-from lair.testing.secrets import ORDINARY, SHAPES
+from lair.registry.service.scrub import scan
+from lair.testing.fake_secrets import ORDINARY, SHAPES
 
 
 @pytest.mark.parametrize("name", SHAPES)

@@ -25,6 +25,7 @@ from lair.bench.results import (
     CellResult,
     ClientCertificate,
     MachineCertificate,
+    OutputCertificate,
     RunCertificate,
 )
 from lair.bench.server import ServerInfo
@@ -38,6 +39,7 @@ __all__ = [
     "cell_certificate",
     "energy_figures",
     "machine_certificate",
+    "output_certificate",
     "run_certificate",
     "split_build",
 ]
@@ -152,6 +154,28 @@ def machine_certificate(w: CellWindow, engine: EngineProcesses | None) -> Machin
     )
 
 
+_EXAMPLES, _EXAMPLE_CHARS = 3, 80
+
+
+def output_certificate(
+    reps: Sequence[Sequence[d.RequestTiming]], want: int, force: bool
+) -> OutputCertificate:
+    """The validity gate over a cell's repeats (each repeat's prompts differ from one another)."""
+    checked, bad = 0, []
+    for i, rs in enumerate(reps):
+        checked += sum(1 for r in rs if r.status == 200 and not r.error)
+        for j, (r, problem) in enumerate(zip(rs, d.answer_problems(rs, want, force), strict=True)):
+            if problem is not None:
+                bad.append({"repeat": i, "index": j, "problem": problem, "text": r.text[:_EXAMPLE_CHARS]})
+    return OutputCertificate(
+        checked=checked,
+        invalid=len(bad),
+        examples=bad[:_EXAMPLES],
+        token_bounds=list(d.output_token_bounds(want)) if force else None,
+        valid=not bad,
+    )
+
+
 def split_build(reps: Sequence[Repeat]) -> tuple[int, int]:
     """(output tokens, prompt tokens) of a cell's successful requests, all repeats together."""
     ok = [r for rep in reps for r in rep.timings if r.ok]
@@ -229,6 +253,7 @@ def cell_certificate(
         gpu=gpu,
         energy=_energy(w, samples, opts) if telemetry and w.reps else None,
         machine=machine_certificate(w, opts.engine),
+        output=output_certificate([r.timings for r in w.reps], opts.decode_tokens, opts.force_output),
     )
 
 

@@ -46,11 +46,38 @@ noisy
     using more than ``GPU_OTHER_SM_NOISY_PCT`` of its SMs, or a repeat spread (max / min of the
     per-repeat prefill and aggregate decode) above ``REPEAT_SPREAD_NOISY_RATIO``. A noisy number is
     kept and shown, but never becomes a replication attempt or a verified row.
+valid output
+    Every successful answer (HTTP 200, no error event) must look like an answer: it carries
+    content; with forced output its completion-token count lies within
+    ``OUTPUT_TOKENS_LOW_RATIO``..``OUTPUT_TOKENS_HIGH_RATIO`` of the tokens asked (MLPerf TEST06's
+    0.9-1.1x); its text is not blank, is not one short unit (a token, a character) repeated for the
+    whole answer, and decodes as text (at most ``NOT_TEXT_FRACTION`` of its characters are U+FFFD
+    replacements or control characters); and where the prompts of one repeat differ, no two answers of
+    ``DISTINCT_MIN_TOKENS`` tokens or more are the same text. A cell with any failing answer is flagged
+    ``invalid-output`` and never verified.
+over-saturated (open loop)
+    An open-loop cell is over-saturated when the requests in flight, as the client counts them at
+    each send, keep growing through the second half of the cell's sends: the least-squares slope of
+    in-flight against send time there exceeds ``OVERSATURATION_GROWTH_FRACTION`` of the offered rate
+    (the server completes less than 80% of what arrives, so its queue grows without bound) and that
+    slope over the second half's span adds at least ``OVERSATURATION_MIN_GROWTH`` requests and at
+    least the first half's mean in flight (a wobble of one or two requests at a high rate is
+    sampling noise, not a queue). Below ``OVERSATURATION_MIN_SENDS`` sends it is not decided.
+knee (saturation sweep)
+    Over cells of rising offered rate, the knee is the last cell before the first step whose
+    throughput (output tokens per second) grew by less than ``KNEE_EFFICIENCY`` of the load added
+    (rate ratio - 1): past it, more load mostly queues.
+users at S tok/s
+    A cell holds its mean concurrency (Little's law: the requests' summed time in the system over the
+    cell's span) as users at S tok/s each when the ``USER_SPEED_PERCENTILE``-th percentile of its TPOT
+    is at most 1/S (nine in ten requests decode at S or faster) and, with an SLO, the SLO holds.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,25 +85,40 @@ from typing import Any
 __all__ = [
     "CACHE_PREFIX_ALLOWANCE_TOKENS",
     "CLIENT_CPU_BOUND_FRACTION",
+    "DISTINCT_MIN_TOKENS",
     "GPU_OTHER_SM_NOISY_PCT",
+    "KNEE_EFFICIENCY",
     "LOOP_LAG_BOUND_MS",
     "NOISE_LIMITS",
+    "NOT_TEXT_FRACTION",
     "OTHER_CPU_NOISY_FRACTION",
+    "OUTPUT_TOKENS_HIGH_RATIO",
+    "OUTPUT_TOKENS_LOW_RATIO",
+    "OVERSATURATION_GROWTH_FRACTION",
+    "OVERSATURATION_MIN_GROWTH",
+    "OVERSATURATION_MIN_SENDS",
     "REPEAT_SPREAD_NOISY_RATIO",
     "STEAL_NOISY_FRACTION",
+    "USER_SPEED_PERCENTILE",
     "RequestTiming",
     "Summary",
     "aggregate_decode_tok_s",
+    "answer_problems",
     "chunk_tokens",
     "decode_span",
     "decode_tokens",
+    "duplicate_answers",
     "is_cache_hit",
     "is_client_bound",
+    "is_oversaturated",
     "noise_reasons",
+    "output_problem",
+    "output_token_bounds",
     "per_stream_decode_tok_s",
     "percentile",
     "prefill_tok_s",
     "repeat_spread",
+    "repeated_unit",
     "summarize",
     "ttft_s",
 ]
@@ -336,3 +378,131 @@ def noise_reasons(
         if ratio > REPEAT_SPREAD_NOISY_RATIO:
             out.append(f"{key} repeats spread {ratio:.2f}x max/min (limit {REPEAT_SPREAD_NOISY_RATIO:g}x)")
     return out + (_gpu_reasons(gpu, engine_pids) if gpu and gpu.get("checked") else [])
+
+
+OUTPUT_TOKENS_LOW_RATIO = 0.9
+OUTPUT_TOKENS_HIGH_RATIO = 1.1
+"""Forced output must come back with 0.9x to 1.1x the tokens asked (MLPerf TEST06's bounds): a
+server that stops at EOS despite ``ignore_eos``, or pads, is not measured at the length asked."""
+
+NOT_TEXT_FRACTION = 0.1
+"""Above this fraction of U+FFFD replacements (bytes that are not UTF-8) and control characters
+(other than tab and newlines), an answer does not decode as text. A detokenizer that splits a
+multi-byte character across chunks leaves a few, never a tenth."""
+
+DISTINCT_MIN_TOKENS = 16
+"""Answers of this many tokens or more to different prompts must differ; shorter ones may agree by
+chance (a one-token answer to two prompts)."""
+
+_UNIT_MAX_CHARS = 16
+"""The longest unit whose repetition over a whole answer counts as "one token repeated"."""
+
+
+def output_token_bounds(want: int) -> tuple[int, int]:
+    """The (least, most) completion tokens a forced answer of ``want`` tokens may carry."""
+    return math.ceil(want * OUTPUT_TOKENS_LOW_RATIO - 1e-9), math.floor(
+        want * OUTPUT_TOKENS_HIGH_RATIO + 1e-9
+    )
+
+
+def repeated_unit(text: str) -> str | None:
+    """The unit (at most ``_UNIT_MAX_CHARS`` characters, surrounding blanks ignored) that the whole
+    text repeats at least twice, or None: ``" tok tok tok"`` -> ``"tok"``, ``"abab"`` -> ``"ab"``."""
+    t = text.strip()
+    if len(t) < 2:
+        return None
+    words = t.split()
+    if len(words) >= 2 and len(set(words)) == 1 and len(words[0]) <= _UNIT_MAX_CHARS:
+        return words[0]
+    period = (t + t).find(t, 1)  # the smallest period of t (len(t) when it has none)
+    return t[:period] if period <= _UNIT_MAX_CHARS and len(t) >= 2 * period and len(t) % period == 0 else None
+
+
+def _not_text_chars(text: str) -> int:
+    return sum(
+        1 for ch in text if ch == "\ufffd" or (unicodedata.category(ch) == "Cc" and ch not in "\t\n\r")
+    )
+
+
+def output_problem(r: RequestTiming, want: int, force: bool) -> str | None:
+    """Why a successful answer (HTTP 200, no error) is not a valid one, or None (see the module
+    docstring, *valid output*). Answers that failed are counted as errors, not judged here."""
+    if r.status != 200 or r.error:
+        return None
+    if not r.content_times or r.completion_tokens == 0:
+        return f"no content (completion_tokens {r.completion_tokens})"
+    if force and r.completion_tokens is not None:
+        lo, hi = output_token_bounds(want)
+        if not lo <= r.completion_tokens <= hi:
+            return f"{r.completion_tokens} completion tokens, {want} asked (allowed {lo}-{hi})"
+    if not r.text.strip():
+        n = len(r.content_times)
+        return f"blank text in {n} content chunk{'s' if n != 1 else ''}"
+    bad = _not_text_chars(r.text)
+    if bad > NOT_TEXT_FRACTION * len(r.text):
+        return f"not text: {bad} of {len(r.text)} characters are replacements or control characters"
+    unit = repeated_unit(r.text)
+    if unit is not None and (r.completion_tokens is None or r.completion_tokens >= 2):
+        return f"one unit repeated for the whole answer: {unit!r}"
+    return None
+
+
+def duplicate_answers(rs: Sequence[RequestTiming]) -> list[int]:
+    """Indexes of the answers (of one repeat, to different prompts) that repeat an earlier answer's
+    text, among those of ``DISTINCT_MIN_TOKENS`` tokens or more."""
+    seen: set[str] = set()
+    out = []
+    for i, r in enumerate(rs):
+        if r.status != 200 or r.error or (r.completion_tokens or len(r.content_times)) < DISTINCT_MIN_TOKENS:
+            continue
+        if r.text in seen:
+            out.append(i)
+        seen.add(r.text)
+    return out
+
+
+def answer_problems(rs: Sequence[RequestTiming], want: int, force: bool) -> list[str | None]:
+    """Per answer of one repeat (to different prompts): :func:`output_problem`, else a duplicate's
+    reason (:func:`duplicate_answers`), else None."""
+    out = [output_problem(r, want, force) for r in rs]
+    for i in duplicate_answers(rs):
+        if out[i] is None:
+            first = next(j for j in range(i) if rs[j].text == rs[i].text)
+            out[i] = f"the same text as answer {first} of this repeat, to a different prompt"
+    return out
+
+
+OVERSATURATION_GROWTH_FRACTION = 0.2
+"""In-flight growth (requests per second, over the second half of an open-loop cell's sends) above
+this fraction of the offered rate: the queue grows without bound."""
+
+OVERSATURATION_MIN_GROWTH = 4.0
+"""The trend must add at least this many requests in flight over the second half: measured on the
+calibrated server (no capacity limit, ~50 ms a request), 16 Poisson sends at 40/s gave a slope of
+in-flight above 0.2 x the rate from a wobble of 2-3 requests."""
+
+OVERSATURATION_MIN_SENDS = 16
+"""Fewer sends than this say nothing about a trend."""
+
+KNEE_EFFICIENCY = 0.25
+"""A rate step whose throughput grew by less than this fraction of the load it added is past the knee."""
+
+USER_SPEED_PERCENTILE = 90.0
+"""The TPOT percentile that must meet 1 / (tokens per second per user)."""
+
+
+def is_oversaturated(send_s: Sequence[float], in_flight: Sequence[int], rate: float) -> bool | None:
+    """Whether the in-flight count grows without bound over the second half of the sends (None:
+    too few sends to say)."""
+    if len(send_s) < OVERSATURATION_MIN_SENDS:
+        return None
+    half = len(send_s) // 2
+    xs, ys = list(send_s[half:]), [float(v) for v in in_flight[half:]]
+    if max(xs) <= min(xs):
+        return None
+    slope = statistics.linear_regression(xs, ys).slope
+    growth = slope * (max(xs) - min(xs))
+    first_mean = statistics.fmean(in_flight[:half])
+    return slope > OVERSATURATION_GROWTH_FRACTION * rate and growth >= max(
+        OVERSATURATION_MIN_GROWTH, first_mean
+    )

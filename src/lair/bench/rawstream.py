@@ -24,18 +24,21 @@ Two phases per stream keep the syscalls few without blurring the numbers that ma
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import re
 import select
 import socket
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from lair.bench.client import TERMINATOR, Endpoint
 from lair.errors import BenchError
 
-__all__ = ["RawStream", "open_raw_stream", "pump"]
+__all__ = ["RawStream", "Sent", "open_raw_stream", "pump", "pump_scheduled", "resolve"]
 
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 _READ_SIZE = 1 << 16
@@ -113,13 +116,17 @@ class RawStream:
         ]
 
 
-async def open_raw_stream(ep: Endpoint) -> RawStream:
-    """Connect a plain-HTTP socket with kernel receive timestamps on."""
-    loop = asyncio.get_running_loop()
+async def resolve(ep: Endpoint) -> Any:
+    """The endpoint's first address (``getaddrinfo``), looked up once per host and port."""
     if (ep.host, ep.port) not in _RESOLVED:
-        infos = await loop.getaddrinfo(ep.host, ep.port, type=socket.SOCK_STREAM)
+        infos = await asyncio.get_running_loop().getaddrinfo(ep.host, ep.port, type=socket.SOCK_STREAM)
         _RESOLVED[(ep.host, ep.port)] = infos[0]
-    family, _, proto, _, addr = _RESOLVED[(ep.host, ep.port)]
+    return _RESOLVED[(ep.host, ep.port)]
+
+
+def _socket(info: Any) -> socket.socket:
+    """A non-blocking TCP socket (no Nagle, kernel receive timestamps on) for ``info``'s address."""
+    family, _, proto, _, _ = info
     sock = socket.socket(family, socket.SOCK_STREAM, proto)
     sock.setblocking(False)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -127,6 +134,15 @@ async def open_raw_stream(ep: Endpoint) -> RawStream:
         sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     except OSError:
         pass
+    return sock
+
+
+async def open_raw_stream(ep: Endpoint) -> RawStream:
+    """Connect a plain-HTTP socket with kernel receive timestamps on."""
+    loop = asyncio.get_running_loop()
+    info = await resolve(ep)
+    addr = info[4]
+    sock = _socket(info)
     try:
         await loop.sock_connect(sock, addr)
     except OSError as exc:
@@ -251,3 +267,164 @@ def _read(st: RawStream, due: float, view: memoryview) -> bool:
         st.eager = _CONTENT.search(prev + data) is None
     st.reads.append(data)
     return data.endswith(TERMINATOR) and len(st.reads) > 1
+
+
+_CONNECT_AHEAD_S = 0.05
+"""An open-loop request's connection is opened this long before its send time, so the send is
+one write on an established connection."""
+_PRECISE_S = 0.002
+"""Within this of a send, the pump sleeps to it (nanosecond timer) instead of polling (epoll waits
+in whole milliseconds, rounded up)."""
+_EXPIRY_CHECK_S = 0.1
+
+
+@dataclass
+class Sent:
+    """One open-loop request: when it was due, its stream (None: never sent), the requests in
+    flight when it was sent, and why it failed on the client's side ("" when it did not)."""
+
+    scheduled_t: float
+    stream: RawStream | None = None
+    in_flight: int = 0
+    error: str = ""
+    late: bool = False
+    """Still open at its timeout (closed by the pump)."""
+
+
+class _Scheduled(_Pump):
+    """The pump of an open-loop cell: requests sent at their scheduled times, whatever the server's
+    state, while every open stream is read as :func:`pump` reads them."""
+
+    def __init__(self, info: Any, payloads: Sequence[bytes], due: list[float], interval_s: float) -> None:
+        super().__init__([], interval_s)
+        self.info, self.payloads, self.due = info, payloads, due
+        self.sent = [Sent(t) for t in due]
+        self.socks: list[socket.socket | None] = [None] * len(due)
+        self.i_conn = 0
+        self.open: dict[int, Sent] = {}
+
+    def _connect(self, i: int) -> None:
+        sock = _socket(self.info)
+        err = sock.connect_ex(self.info[4])
+        if err not in (0, errno.EINPROGRESS):
+            sock.close()
+            self.sent[i].error = f"connect: {os.strerror(err)}"
+            return
+        self.socks[i] = sock
+
+    def _send(self, i: int, max_open: int) -> None:
+        rec, sock = self.sent[i], self.socks[i]
+        if sock is None:
+            return
+        if len(self.open) >= max_open:
+            sock.close()
+            rec.error = f"client limit: {max_open} requests already open"
+            return
+        st = RawStream(sock)
+        try:
+            _send(st, self.payloads[i])
+        except OSError as exc:
+            sock.close()
+            rec.error = f"connect: {exc.strerror or exc}"
+            return
+        rec.stream, rec.in_flight = st, len(self.open)
+        fd = sock.fileno()
+        self.by_fd[fd] = st
+        self.open[fd] = rec
+        self.eager.register(fd, select.EPOLLIN | (select.EPOLLOUT if st.rest else 0))
+        self.n_eager += 1
+
+    def _forget_finished(self) -> None:
+        for fd in [fd for fd, rec in self.open.items() if rec.stream is not None and rec.stream.finished]:
+            del self.open[fd]
+
+    def _expire(self, now: float, timeout_s: float) -> None:
+        for fd, rec in list(self.open.items()):
+            st = rec.stream
+            if st is not None and not st.finished and now - st.send_t > timeout_s:
+                for ep in (self.eager, self.batched):
+                    try:
+                        ep.unregister(fd)
+                    except OSError:
+                        continue
+                    if ep is self.eager:
+                        self.n_eager -= 1
+                    else:
+                        self.n_batched -= 1
+                rec.late = True
+                st.close()
+                del self.open[fd]
+
+    def _wait(self, wake: float, now: float) -> None:
+        """Serve reads until ``wake`` (a send: slept to exactly)."""
+        wait = wake - now
+        if wait <= _PRECISE_S:
+            time.sleep(max(0.0, wait))
+        elif self.n_eager:
+            for fd, ev in self.eager.poll(wait - _PRECISE_S / 2):
+                self.on_eager(fd, ev)
+        else:
+            time.sleep(wait - _PRECISE_S / 2)
+
+    def run_scheduled(self, timeout_s: float, max_open: int) -> None:
+        n, i = len(self.due), 0
+        next_tick = self.due[0] + self.interval if n else 0.0
+        next_check = time.perf_counter() + _EXPIRY_CHECK_S
+        while i < n or self.n_eager + self.n_batched:
+            now = time.perf_counter()
+            while self.i_conn < n and self.due[self.i_conn] - _CONNECT_AHEAD_S <= now:
+                self._connect(self.i_conn)
+                self.i_conn += 1
+            if i < n and self.due[i] <= now:
+                self._send(i, max_open)
+                i += 1
+                continue
+            if now >= next_check:
+                self._forget_finished()
+                self._expire(now, timeout_s)
+                next_check = now + _EXPIRY_CHECK_S
+            wake = min(
+                self.due[i] if i < n else next_check,
+                self.due[self.i_conn] - _CONNECT_AHEAD_S if self.i_conn < n else next_check,
+                next_tick if self.n_batched else next_check,
+                next_check,
+            )
+            if i < n and wake == self.due[i]:
+                self._wait(wake, now)
+            elif self.n_eager:
+                for fd, ev in self.eager.poll(max(0.0, wake - now)):
+                    self.on_eager(fd, ev)
+            else:
+                time.sleep(max(0.0, wake - now))
+            if time.perf_counter() >= next_tick:
+                if self.n_batched:
+                    self.tick(next_tick)
+                next_tick = (
+                    max(next_tick + self.interval, time.perf_counter()) if self.interval else now + 1.0
+                )
+
+
+def pump_scheduled(
+    info: Any,
+    payloads: Sequence[bytes],
+    offsets: Sequence[float],
+    timeout_s: float,
+    read_interval_s: float,
+    max_open: int,
+) -> list[Sent]:
+    """Send request *i* at ``offsets[i]`` seconds after now, each on its own connection opened just
+    before, and read every response until it ends or its ``timeout_s`` (from its send) passes
+    (blocking; run it in a thread). At most ``max_open`` requests are open at once: one due beyond
+    that fails on the client's side, said so."""
+    start = time.perf_counter() + _CONNECT_AHEAD_S
+    p = _Scheduled(info, payloads, [start + o for o in offsets], read_interval_s)
+    try:
+        p.run_scheduled(timeout_s, max_open)
+    finally:
+        p.close()
+        for rec, sock in zip(p.sent, p.socks, strict=True):
+            if rec.stream is not None and not rec.stream.finished:
+                rec.stream.close()
+            elif rec.stream is None and sock is not None:
+                sock.close()
+    return p.sent

@@ -7,7 +7,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lair.bench.arrivals import ARRIVALS
 from lair.bench.machine import EngineProcesses
+from lair.bench.slo import parse_slo
 from lair.errors import BenchError, ConfigError
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "ClientCertificate",
     "MachineCertificate",
     "NeedleResult",
+    "OutputCertificate",
     "RunCertificate",
     "check_options",
 ]
@@ -41,6 +44,16 @@ OPTION_LIMITS: dict[str, tuple[type, float, float]] = {
     "concurrency": (int, 1, 4_096),
     "max_context": (int, 1, 10_000_000),
     "seed": (int, 0, 2**63 - 1),
+    "rates": (float, 0.001, 100_000.0),
+    "burstiness": (float, 0.01, 100.0),
+    "rate_requests": (int, 1, 100_000),
+    "max_duration_s": (float, 1.0, 86_400.0),
+    "max_requests": (int, 1, 1_000_000),
+    "max_open": (int, 1, 65_536),
+    "user_speed": (float, 0.001, 1_000_000.0),
+    "sessions": (int, 1, 4_096),
+    "turns": (int, 1, 256),
+    "turn_tokens": (int, 1, 1_000_000),
 }
 """Every numeric bench option's (type, least, most), for each value of a list option. The command
 line and a report's options (``lair reproduce`` / ``rebench`` run a stranger's report again) are
@@ -50,8 +63,14 @@ far beyond any real bench (100 repeats, an hour of idle), so it refuses only wha
 
 _LIST_LIMIT = 64
 """At most this many contexts or concurrency levels (cells = contexts x concurrency)."""
-_CHOICES = {"order": ("shuffled", "fixed"), "telemetry": ("auto", "nvml", "nvidia-smi", "none")}
-_FLAGS = ("force_output", "fresh_prompts", "keep_going", "needle")
+_CHOICES = {
+    "order": ("shuffled", "fixed"),
+    "telemetry": ("auto", "nvml", "nvidia-smi", "none"),
+    "arrival": ARRIVALS,
+}
+_FLAGS = ("force_output", "fresh_prompts", "keep_going", "needle", "sweep")
+_OPTIONAL = ("max_context", "seed", "rates", "user_speed", "sessions")
+_LISTS = ("contexts", "concurrency", "rates")
 
 
 def _number_ok(kind: type, value: object) -> bool:
@@ -74,9 +93,9 @@ def check_options(opts: BenchOptions) -> None:
     """Raise ConfigError (naming the option) unless every option is within :data:`OPTION_LIMITS`."""
     for name in OPTION_LIMITS:
         value = getattr(opts, name)
-        if value is None and name in ("max_context", "seed"):
+        if value is None and name in _OPTIONAL:
             continue
-        values = value if name in ("contexts", "concurrency") else [value]
+        values = value if name in _LISTS else [value]
         if not isinstance(values, list) or not 0 < len(values) <= _LIST_LIMIT:
             raise ConfigError(f"bench option {name}: 1 to {_LIST_LIMIT} values, got {value!r}")
         for v in values:
@@ -87,6 +106,10 @@ def check_options(opts: BenchOptions) -> None:
     for name in _FLAGS:
         if not isinstance(getattr(opts, name), bool):
             raise ConfigError(f"bench option {name} = {getattr(opts, name)!r}: true or false")
+    if opts.slo is not None:
+        if not isinstance(opts.slo, str):
+            raise ConfigError(f"bench option slo = {opts.slo!r}: a spec such as ttft_p99<=2s,tpot<=50ms")
+        parse_slo(opts.slo)
 
 
 """Version of the ``results.json`` layout; bumped on any incompatible change."""
@@ -138,6 +161,35 @@ class BenchOptions:
     """Plain-HTTP streams: after its first content chunk, a stream is read once per this interval
     (chunks in between are stamped at most this late; TTFT and the last chunk keep their exact
     arrival). 0 reads every chunk as it arrives, at about twice the CPU cost."""
+    rates: list[float] | None = None
+    """Open-loop load: offered request rates per second, one cell per context and rate (None: the
+    closed-loop cells instead). With ``sweep``, the first rate is where the sweep starts (default 1)."""
+    arrival: str = "poisson"
+    """How open-loop requests arrive: ``poisson``, ``gamma`` (shape ``burstiness``), ``constant``."""
+    burstiness: float = 1.0
+    """Gamma shape of the inter-arrival times (``vllm bench serve --burstiness``): CV 1/sqrt(B)."""
+    rate_requests: int = 64
+    """Requests per open-loop cell."""
+    sweep: bool = False
+    """Step the rate up (x2 from the first ``rates``, else 1/s) until throughput stops growing, the
+    SLO breaks, the server over-saturates or a budget is spent."""
+    slo: str | None = None
+    """``ttft_p99<=2s,tpot<=50ms`` (:mod:`lair.bench.slo`): goodput counts requests meeting it."""
+    user_speed: float | None = None
+    """Tokens per second per user for "users at S tok/s"."""
+    max_duration_s: float = 600.0
+    """A sweep runs no step that would take it past this many seconds."""
+    max_requests: int = 2000
+    """A sweep sends at most this many requests in all."""
+    max_open: int = 1024
+    """At most this many open-loop requests open at once (more due are client-side failures)."""
+    sessions: int | None = None
+    """Warm (agentic) cells instead of the closed-loop ones: this many multi-turn sessions side by side
+    per context, the context being their shared system prompt (:mod:`lair.bench.sessions`)."""
+    turns: int = 4
+    """Turns of each session; each appends the previous answer and ``turn_tokens`` of new user text."""
+    turn_tokens: int = 64
+    """Tokens of new user text per turn."""
     progress: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
     engine: EngineProcesses | None = field(default=None, repr=False, compare=False)
     """The engine's processes on this machine, when the caller knows them (``lair launch --bench``):
@@ -219,6 +271,20 @@ class MachineCertificate:
 
 
 @dataclass
+class OutputCertificate:
+    """The validity gate on the cell's answers (:func:`lair.bench.definitions.output_problem`): how
+    many successful answers were judged, how many failed and a few of them, text truncated."""
+
+    checked: int
+    invalid: int
+    examples: list[dict[str, Any]]
+    """Up to three failing answers: ``repeat``, ``index``, ``problem``, ``text`` (first 80 characters)."""
+    token_bounds: list[int] | None
+    """[least, most] completion tokens allowed (forced output), None when output was not forced."""
+    valid: bool
+
+
+@dataclass
 class CellCertificate:
     """How one cell was measured: what says its number is honest (see docs/bench.md)."""
 
@@ -237,6 +303,8 @@ class CellCertificate:
     """Joules per token, tokens per kWh, watts; None without an energy figure."""
     machine: MachineCertificate | None = None
     """What else used the machine, and the ``noisy`` verdict (None: a report from before it)."""
+    output: OutputCertificate | None = None
+    """The validity gate on the answers (None: a report from before it)."""
 
 
 @dataclass
@@ -331,6 +399,15 @@ class BenchResult:
     prompt_sizing: dict[str, Any] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
     certificate: RunCertificate | None = None
+    load: dict[str, Any] | None = None
+    """The open-loop section (:func:`lair.bench.openloop.run_load`): rate cells, sweeps; None without
+    ``rates`` or ``sweep``."""
+    load_requests: list[dict[str, Any]] = field(default_factory=list)
+    sessions: dict[str, Any] | None = None
+    """The warm multi-turn cells (:func:`lair.bench.sessions.run_sessions`); None without ``--sessions``."""
+    session_requests: list[dict[str, Any]] = field(default_factory=list)
+    """Their per-request rows (``sessions.jsonl``)."""
+    """The open-loop cells' per-request rows (``load.jsonl``), kept apart from the closed-loop ones."""
 
     @property
     def failed_cells(self) -> list[CellResult]:
@@ -383,6 +460,10 @@ class BenchResult:
             "needle": self.needle.as_dict() if self.needle else None,
             "certificate": self.certificate.as_dict() if self.certificate else None,
         }
+        if self.load is not None:
+            d["load"] = self.load
+        if self.sessions is not None:
+            d["sessions"] = self.sessions
         if with_requests:
             d["requests"] = self.requests
         return d

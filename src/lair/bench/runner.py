@@ -24,10 +24,13 @@ from lair.bench.certificate import CellWindow, ClientLoad, Repeat, cell_certific
 from lair.bench.client import Endpoint, StreamProtocol, chat_request, http_request, open_stream, parse_stream
 from lair.bench.machine import EngineProcesses, engine_tree, gpu_processes, snapshot
 from lair.bench.metrics import MetricsWatch, cell_engine_metrics, metrics_table, scrape
+from lair.bench.openloop import LoadPlan, run_load
 from lair.bench.prompt import Counter, PromptSizer, needle_prompt
 from lair.bench.rawstream import RawStream, open_raw_stream, pump
 from lair.bench.results import BenchOptions, BenchResult, CellResult, NeedleResult
+from lair.bench.row_times import ms_after, tokens_rounded
 from lair.bench.server import ServerInfo, context_refusal, server_info
+from lair.bench.sessions import SessionPlan, run_sessions
 from lair.bench.telemetry import GpuSampler, NoTelemetry, open_sampler
 from lair.errors import BenchError
 
@@ -91,9 +94,13 @@ class _LagMonitor:
 
 
 def _body(s: _Session, content: str, max_tokens: int, force: bool) -> dict[str, Any]:
+    return _chat_body(s, [{"role": "user", "content": content}], max_tokens, force)
+
+
+def _chat_body(s: _Session, messages: list[dict[str, str]], max_tokens: int, force: bool) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": s.model,
-        "messages": [{"role": "user", "content": content}],
+        "messages": messages,
         "stream": True,
         "max_tokens": max_tokens,
         "temperature": 0,
@@ -110,7 +117,12 @@ async def _stream_all(
     s: _Session, contents: list[str], max_tokens: int, force: bool
 ) -> tuple[list[d.RequestTiming], _Client]:
     """Send every request together; return parsed timings and the client's own load."""
-    payloads = [chat_request(s.ep, _body(s, c, max_tokens, force), s.opts.api_key) for c in contents]
+    return await _stream_bodies(s, [_body(s, c, max_tokens, force) for c in contents])
+
+
+async def _stream_bodies(s: _Session, bodies: list[dict[str, Any]]) -> tuple[list[d.RequestTiming], _Client]:
+    """Send every chat body together; return parsed timings and the client's own load."""
+    payloads = [chat_request(s.ep, b, s.opts.api_key) for b in bodies]
     plain = s.ep.scheme == "http"
     opener = open_raw_stream if plain else open_stream
     streams: list[Any] = list(await asyncio.gather(*(opener(s.ep) for _ in payloads)))
@@ -291,9 +303,14 @@ def _client_summary(reps: list[_Repeat]) -> dict[str, float]:
     }
 
 
-def request_rows(ctx: int, c: int, rep_i: int, rep: _Repeat) -> list[dict[str, Any]]:
-    """Per-request raw timings (ms relative to the repeat's first send) for the JSONL file."""
+def request_rows(
+    ctx: int, c: int, rep_i: int, rep: _Repeat, opts: BenchOptions | None = None
+) -> list[dict[str, Any]]:
+    """Per-request raw timings (ms relative to the repeat's first send) for the JSONL file, each
+    with the validity gate's verdict on its answer (``output_check``: "" when valid)."""
     t0 = min(r.send_t for r in rep.timings)
+    o = opts or BenchOptions()
+    problems = d.answer_problems(rep.timings, o.decode_tokens, o.force_output)
     rows = []
     for i, r in enumerate(rep.timings):
         ttft = d.ttft_s(r)
@@ -311,25 +328,12 @@ def request_rows(ctx: int, c: int, rep_i: int, rep: _Repeat) -> list[dict[str, A
                 "cached_tokens": r.cached_tokens,
                 "status": r.status,
                 "error": r.error,
-                "chunk_ms": _ms_after(r.send_t, r.content_times),
-                "chunk_tokens": _tokens_rounded(r),
+                "chunk_ms": ms_after(r.send_t, r.content_times),
+                "chunk_tokens": tokens_rounded(r),
+                "output_check": problems[i] or "",
             }
         )
     return rows
-
-
-def _ms_after(t0: float, times: list[float]) -> list[float]:
-    """Times as ms after ``t0``, to the microsecond."""
-    ms0 = t0 * 1000
-    return [round(t * 1000 - ms0, 3) for t in times]
-
-
-def _tokens_rounded(r: d.RequestTiming) -> list[float]:
-    """Tokens per chunk (whole numbers as they are, shares to 3 decimals)."""
-    tokens = d.chunk_tokens(r)
-    if len(r.content_cum_tokens) == len(tokens):
-        return tokens  # from continuous usage: whole numbers already
-    return [round(x, 3) for x in tokens]
 
 
 def _say(s: _Session, msg: str) -> None:
@@ -345,7 +349,7 @@ async def _run_cell(s: _Session, ctx: int, c: int, rows: list[dict[str, Any]]) -
     reps: list[_Repeat] = []
     for i in range(s.opts.repeat):
         rep = await _repeat(s, await _contents(s, ctx, c))
-        rows.extend(request_rows(ctx, c, i, rep))
+        rows.extend(request_rows(ctx, c, i, rep, s.opts))
         reps.append(rep)
         _say(s, f"  ctx {ctx} x{c} repeat {i + 1}/{s.opts.repeat}: {_repeat_line(rep)}")
     cell = _cell(s, ctx, c, reps)
@@ -480,6 +484,8 @@ def _certify(s: _Session) -> None:
                 w.cell.flags.append(f"{kind}-throttled")
         if cert.machine is not None and cert.machine.noisy:
             w.cell.flags.append("noisy")
+        if cert.output is not None and not cert.output.valid:
+            w.cell.flags.append("invalid-output")
 
 
 async def run_bench_async(url: str, options: BenchOptions | None = None) -> BenchResult:
@@ -492,12 +498,26 @@ async def run_bench_async(url: str, options: BenchOptions | None = None) -> Benc
     s.sampler = await asyncio.to_thread(open_sampler, opts.telemetry, opts.telemetry_interval_s)
     _say(s, s.sampler.why_none or f"GPU telemetry: {s.sampler.backend}")
     s.sampler.start()
+    load: dict[str, Any] | None = None
+    load_rows: list[dict[str, Any]] = []
+    sessions: dict[str, Any] | None = None
+    session_rows: list[dict[str, Any]] = []
+    cells: list[CellResult] = []
     try:
-        cells = await _run_cells(s, rows)
+        if opts.rates or opts.sweep:  # open-loop cells instead of the closed-loop ones
+            await _warm_up(s)
+            load, load_rows = await run_load(_load_plan(s))
+        elif opts.sessions:  # warm multi-turn cells instead of the cold ones
+            await _warm_up(s)
+            sessions, session_rows = await run_sessions(_session_plan(s))
+        else:
+            cells = await _run_cells(s, rows)
     finally:
         await asyncio.to_thread(s.sampler.stop)
     _certify(s)
-    complete = len(cells) == len(opts.contexts) * len(opts.concurrency)
+    complete = (
+        load is not None or sessions is not None or len(cells) == len(opts.contexts) * len(opts.concurrency)
+    )
     needle = await _run_needle(s) if opts.needle and complete else None
     return BenchResult(
         url=f"{s.ep.scheme}://{s.ep.netloc}{s.ep.prefix}",
@@ -521,7 +541,45 @@ async def run_bench_async(url: str, options: BenchOptions | None = None) -> Benc
         },
         requests=rows,
         certificate=run_certificate(s.info, s.sampler, opts, s.order, s.seed),
+        load=load,
+        load_requests=load_rows,
+        sessions=sessions,
+        session_requests=session_rows,
     )
+
+
+def _load_plan(s: _Session) -> LoadPlan:
+    """The open-loop cells' view of the session: fresh prompts of a context, as request bytes."""
+
+    async def payloads(ctx: int, n: int) -> list[bytes]:
+        bodies = [_body(s, c, s.opts.decode_tokens, s.opts.force_output) for c in await _contents(s, ctx, n)]
+        return [chat_request(s.ep, b, s.opts.api_key) for b in bodies]
+
+    return LoadPlan(s.ep, payloads, s.opts, lambda msg: _say(s, msg))
+
+
+def _session_plan(s: _Session) -> SessionPlan:
+    """The warm cells' view of the session: fresh texts, lockstep sends, the engine's hit counter."""
+    o = s.opts
+
+    async def texts(tokens: int, n: int) -> list[str]:
+        return await _contents(s, tokens, n)
+
+    async def send(bodies: list[dict[str, Any]]) -> tuple[list[d.RequestTiming], float]:
+        timings, client = await _stream_bodies(s, bodies)
+        return timings, client.cpu_s / client.wall_s if client.wall_s > 0 else 0.0
+
+    async def counter() -> tuple[str | None, float | None]:
+        snap = await scrape(s.ep, o.api_key) if s.metrics else None
+        table = metrics_table(snap) if snap else None
+        if snap is None or table is None or table.hits is None or table.hits not in snap:
+            return None, None
+        return table.hits, snap[table.hits]
+
+    def body(messages: list[dict[str, str]]) -> dict[str, Any]:
+        return _chat_body(s, messages, o.decode_tokens, o.force_output)
+
+    return SessionPlan(texts, send, body, counter, o, lambda msg: _say(s, msg))
 
 
 def run_bench(url: str, options: BenchOptions | None = None) -> BenchResult:

@@ -34,6 +34,8 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lair.cli.client_cmds": ("login", "search", "pull", "push", "submit"),
     "lair.cli.reproduce_cmds": ("reproduce", "rebench"),
     "lair.cli.demo_cmds": ("demo",),
+    "lair.cli.mcp_cmds": ("mcp",),
+    "lair.cli.interop_cmds": ("import", "import-results"),
     "lair.cli.completion": ("completion",),
 }
 

@@ -27,6 +27,17 @@ def ints_arg(text: str) -> list[int]:
     return values
 
 
+def floats_arg(text: str) -> list[float]:
+    """An argparse ``type``: comma-separated positive numbers (``0.5,1,2``)."""
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from exc
+    if not values or any(not v > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive numbers, got {text!r}")
+    return values
+
+
 def _opt(name: str, text: str, **kwargs: Any) -> tuple[str, dict[str, Any]]:
     return name, {"help": text, **kwargs}
 
@@ -71,6 +82,38 @@ _SPECS: tuple[tuple[str, dict[str, Any]], ...] = (
         default="auto",
     ),
     _opt("telemetry-interval", "seconds between GPU samples", type=float, default=0.1, metavar="S"),
+    _opt(
+        "rate",
+        "open loop: requests per second sent on schedule whatever the server's state, one cell per "
+        "context and rate (instead of the closed-loop cells); with --sweep, where the sweep starts",
+        type=floats_arg,
+        metavar="R,R",
+    ),
+    _opt("arrival", "open-loop arrivals", choices=("poisson", "gamma", "constant"), default="poisson"),
+    _opt(
+        "burstiness", "gamma arrivals' shape (1: Poisson; <1 burstier)", type=float, default=1.0, metavar="B"
+    ),
+    _opt("rate-requests", "requests per open-loop cell", type=int, default=64, metavar="N"),
+    _opt(
+        "sweep",
+        "step the rate up x2 until throughput stops growing, the SLO breaks, the server over-saturates "
+        "or a budget is spent; reports the knee, max goodput and users at --user-speed",
+        action="store_true",
+    ),
+    _opt("slo", "goodput's objective, e.g. ttft_p99<=2s,tpot<=50ms", metavar="SPEC"),
+    _opt("user-speed", "tokens per second per user for 'users at S tok/s'", type=float, metavar="S"),
+    _opt("max-duration", "a sweep's time budget in seconds", type=float, default=600.0, metavar="S"),
+    _opt("max-requests", "a sweep's request budget", type=int, default=2000, metavar="N"),
+    _opt("max-open", "open-loop requests open at once at most", type=int, default=1024, metavar="N"),
+    _opt(
+        "sessions",
+        "warm (agentic) cells: N multi-turn sessions side by side per context, which is their shared "
+        "system prompt; each turn appends the answer and new user text (instead of the cold cells)",
+        type=int,
+        metavar="N",
+    ),
+    _opt("turns", "turns per session", type=int, default=4, metavar="T"),
+    _opt("turn-tokens", "tokens of new user text per turn", type=int, default=64, metavar="N"),
 )
 """Each shared option: its name (without prefix) and its ``add_argument`` keywords."""
 
@@ -137,6 +180,19 @@ def bench_options(
         idle_gap_s=get("idle-gap"),
         telemetry=get("telemetry"),
         telemetry_interval_s=get("telemetry-interval"),
+        rates=get("rate"),
+        arrival=get("arrival"),
+        burstiness=get("burstiness"),
+        rate_requests=get("rate-requests"),
+        sweep=get("sweep"),
+        slo=get("slo"),
+        user_speed=get("user-speed"),
+        max_duration_s=get("max-duration"),
+        max_requests=get("max-requests"),
+        max_open=get("max-open"),
+        sessions=get("sessions"),
+        turns=get("turns"),
+        turn_tokens=get("turn-tokens"),
         progress=err,
     )
     opts.power_price_kwh, opts.hardware_cost, opts.hardware_life_years = rig_pricing(rig)
@@ -162,6 +218,16 @@ def print_bench(result: Any) -> None:
     from lair.report.render import certificate_text, energy_text, speed_text
 
     doc = result.as_dict()
+    if result.load is not None:
+        from lair.bench.openloop import load_text
+
+        print(load_text(result.load))
+        return
+    if result.sessions is not None:
+        from lair.bench.sessions import sessions_text
+
+        print(sessions_text(result.sessions))
+        return
     print(speed_text(doc["cells"]))
     energy = energy_text(doc)
     if energy:

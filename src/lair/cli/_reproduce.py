@@ -13,8 +13,9 @@
                               repeats spread wider than the row's band: no verdict, no upload
     submit (--submit)         the report uploaded with ?replicates=ROW: the registry's own verdict
 
-Every step reuses the command that owns it (``lair pull``'s :func:`pull_revision`, ``lair fit``'s
-:func:`fit_recipe`, ``lair launch``'s request and report); nothing here re-implements them.
+Every step reuses the command that owns it (``lair pull``'s
+:func:`lair.launch.pulled.pull_revision`, ``lair fit``'s :func:`fit_recipe`, ``lair launch``'s request
+and report); nothing here re-implements them.
 """
 
 from __future__ import annotations
@@ -368,7 +369,8 @@ def _run(req: Any, bench: Any, opts: Options) -> tuple[Any, Path]:
 
 def reproduce(client: Any, ref: RecipeRef, opts: Options) -> Outcome:
     """The whole flow; a FitError or TrustError stops it before anything is launched."""
-    from lair.cli.client_cmds import pull_revision, submit_report
+    from lair.cli.client_cmds import submit_report
+    from lair.launch.pulled import pull_revision
     from lair.recipe import load_recipe
 
     doc, targets, link = resolve(client, ref)

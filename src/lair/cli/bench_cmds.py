@@ -133,6 +133,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         out = {"ok": failure is None, "cells": doc["cells"], "needle": doc["needle"]}
         out.update(complete=result.complete, server=doc["server"], report=str(report) if report else None)
         out["certificate"] = doc["certificate"]
+        if result.load is not None:
+            out["load"] = result.load
+        if result.sessions is not None:
+            out["sessions"] = result.sessions
         if failure is not None:
             out["error"] = failure.as_dict()
         dump_json(out)
@@ -182,7 +186,7 @@ def _recipe_name(path: Path, values: dict[str, str]) -> str:
 
 def cmd_report_show(args: argparse.Namespace) -> int:
     from lair.report import load_report, markdown
-    from lair.report.roofline import rate_report, roofline_markdown
+    from lair.report.roofline_rows import rate_report, roofline_markdown
 
     doc = load_report(args.dir)
     rr = rate_report(args.dir, doc, model=args.model, gpu=args.gpu, gpus=args.gpus)

@@ -15,7 +15,7 @@ from lair.cli._common import dump_json, err
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["pull_revision", "register", "submit_report"]
+__all__ = ["register", "submit_report"]
 
 
 def register(sub: Any) -> None:
@@ -157,29 +157,10 @@ def _split_ref(ref: str) -> tuple[str, int | None]:
     return slug, int(rev) if at else None
 
 
-def pull_revision(client: Any, slug: str, rev: int | None, out: Path) -> tuple[dict[str, Any], str]:
-    """Download a revision to ``out``, check its sha256 and stamp it untrusted (``lair pull``);
-    (the revision's JSON document, its sha256)."""
-    from lair.errors import LairError, RegistryError
-    from lair.launch.trust_store import stamp_pulled
-    from lair.recipe import load_recipe
-    from lair.recipe.digest import model_sha256
-
-    doc = client.recipe(slug, rev)
-    out.write_text(client.recipe_toml(slug, rev), encoding="utf-8")
-    try:
-        sha = model_sha256(load_recipe(out))
-        if sha != doc["sha256"]:
-            raise RegistryError(422, "mismatch", f"{out}: sha256 {sha} is not the revision's {doc['sha256']}")
-    except LairError:
-        out.unlink()  # not the revision: nothing of it stays, to be planned as the user's own
-        raise
-    stamp_pulled(out, registry=client.creds.url, slug=slug, revision=int(doc["revision"]), sha256=sha)
-    return doc, sha
-
-
 def cmd_pull(args: argparse.Namespace) -> int:
     from pathlib import Path
+
+    from lair.launch.pulled import pull_revision
 
     slug, rev = _split_ref(args.ref)
     out = Path(args.output or f"{slug}.toml")

@@ -100,7 +100,7 @@ def _int(spec: str, key: str, value: str) -> int:
 
 def cmd_add(args: argparse.Namespace) -> int:
     from lair.inventory import Cluster, add_cluster
-    from lair.inventory.model import parse_inventory
+    from lair.inventory.clusters import parse_inventory
 
     if bool(args.node) == bool(args.slurm):
         from lair.errors import ConfigError

@@ -10,6 +10,8 @@ from lair.cli._common import dump_json, err
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from lair.fit.fact_source import Kind
+
 __all__ = ["fit_recipe", "register"]
 
 
@@ -17,11 +19,18 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "fit",
         help="memory fit, KV pool, max context and speed ceilings of a recipe or model on a GPU setup",
-        description="Fit a recipe (FILE) or a model (--model DIR, or FILE being a model folder / GGUF) on "
-        "the hardware of --rig, --gpu/--gpus, or the recipe's meta.hardware.",
+        description="Fit a recipe (FILE) or a model (--model DIR, or FILE being a model folder / GGUF, or a "
+        "Hub id ORG/NAME[@REV][:FILE.gguf] read without downloading the weights) on the hardware of --rig, "
+        "--gpu/--gpus, or the recipe's meta.hardware.",
     )
-    p.add_argument("file", nargs="?", metavar="FILE", help="recipe file, or a model folder / GGUF file")
-    p.add_argument("--model", metavar="DIR", help="model folder, GGUF file or HF cache entry (model facts)")
+    p.add_argument(
+        "file", nargs="?", metavar="FILE", help="recipe file, model folder / GGUF file, or Hub id ORG/NAME"
+    )
+    p.add_argument(
+        "--model",
+        metavar="DIR",
+        help="model folder, GGUF file, HF cache entry or Hub id ORG/NAME[@REV][:FILE.gguf] (model facts)",
+    )
     p.add_argument("--rig", metavar="R", help="take the hardware from this rig")
     p.add_argument("--gpu", metavar="NAME", help='GPU from the catalog, e.g. "RTX PRO 6000", "H200"')
     p.add_argument("--gpus", type=int, metavar="N", help="number of GPUs (default: what the layout needs)")
@@ -84,7 +93,7 @@ def _summary(args: argparse.Namespace) -> dict[str, Any]:
     from lair.fit import Measured
     from lair.fit.summary import fit_summary
 
-    recipe, facts = _recipe_and_facts(args)
+    recipe, facts, source = _recipe_and_facts(args)
     layout = _layout(args, recipe, _recipe_dir(args, recipe))
     hw = _hardware(args, recipe, layout.gpus * layout.dp)
     rows = [_measured(r) for r in (recipe.meta.performance if recipe is not None else [])]
@@ -96,6 +105,7 @@ def _summary(args: argparse.Namespace) -> dict[str, Any]:
         concurrency=args.concurrency,
         measured=[Measured(**r) for r in rows],
     )
+    out["model_source"] = source.as_dict()
     return out
 
 
@@ -118,12 +128,17 @@ def _recipe_dir(args: argparse.Namespace, recipe: Any) -> Path | None:
     return Path(args.file).resolve().parent if recipe is not None else None
 
 
-def _recipe_and_facts(args: argparse.Namespace) -> tuple[Any, Any]:
+def _recipe_and_facts(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """(the recipe or None, the model facts, where they came from: a FactSource)."""
     from pathlib import Path
 
     from lair.errors import FitError
     from lair.fit import read_model_facts
+    from lair.fit.fact_source import fact_source
 
+    named = args.model or args.file
+    if named and not Path(named).exists() and (got := _by_name(named)) is not None:
+        return None, *got  # ORG/NAME[@REV][:FILE.gguf]: the HF cache's full copy, else the Hub
     recipe = None
     if args.file and not _is_model_path(Path(args.file)):
         from lair.recipe import load_recipe
@@ -137,18 +152,47 @@ def _recipe_and_facts(args: argparse.Namespace) -> tuple[Any, Any]:
     if model is None and recipe is not None and recipe.meta.model_facts is not None:
         from lair.fit.recipe_facts import recipe_facts
 
-        return recipe, recipe_facts(recipe)  # what lair push wrote: no model folder here
+        table = recipe_facts(recipe)  # what lair push wrote: no model folder here
+        return recipe, table, fact_source("recipe", str(args.file), table) if table else None
+    if model is None and recipe is not None and (got := _recipe_by_name(recipe, args)) is not None:
+        return recipe, *got
     if model is None:
         raise FitError(_no_facts(recipe), hint=_no_facts_hint(args, recipe))
     facts = read_model_facts(model)
     from lair.fit.recipe_layout import BUNDLED_FIT_DIR, recipe_repo_ids
 
-    if recipe is not None and not args.model and Path(model).name == BUNDLED_FIT_DIR:
+    bundled = recipe is not None and not args.model and Path(model).name == BUNDLED_FIT_DIR
+    if bundled and recipe is not None:
         from dataclasses import replace
 
         label = next(iter(recipe_repo_ids(recipe)), recipe.name or "model")
         facts = replace(facts, name=f"{label} (bundled config)")
-    return recipe, facts
+    kind: Kind = "bundled" if bundled else "hf cache" if "models--" in str(model) else "local folder"
+    return recipe, facts, fact_source(kind, str(model), facts)
+
+
+def _by_name(name: str) -> tuple[Any, Any] | None:
+    from lair.fit.hub_facts import facts_by_name
+
+    return facts_by_name(name)
+
+
+def _recipe_by_name(recipe: Any, args: argparse.Namespace) -> tuple[Any, Any] | None:
+    """The first repo id the recipe names (model, meta.model_repo, meta.upstream_weights) the Hub has;
+    when none, the error says what was looked for locally and what the Hub answered."""
+    from lair.errors import HubAuthError, HubError
+    from lair.fit.recipe_layout import recipe_repo_ids
+
+    first: HubError | None = None
+    for repo in recipe_repo_ids(recipe):
+        try:
+            return _by_name(repo)
+        except HubError as exc:  # not on the Hub (a local name, a renamed repo): try the next name
+            first = first or exc
+    if first is None:
+        return None
+    hint = first.hint if isinstance(first, HubAuthError) else _no_facts_hint(args, recipe)
+    raise type(first)(f"{_no_facts(recipe)}; the Hub: {first.message}", hint=hint)
 
 
 def _no_facts(recipe: Any) -> str:
@@ -246,6 +290,7 @@ def _render(o: dict[str, Any]) -> str:
         f"  model: {_count(f['total_params'])} params ({_count(f['active_params'])} active), "
         f"{f['weight_format']}, {f['bits_per_weight']:.2f} bits/weight, {f['attention']}; "
         f"weights {_gib(f['weight_bytes'])} total",
+        f"  facts from: {_render_source(o['model_source'])}",
         *_render_memory(o),
         _render_kv(o),
         _render_ceilings(o),
@@ -253,6 +298,11 @@ def _render(o: dict[str, Any]) -> str:
     lines += [f"  - {r}" for r in o["reasons"]]
     lines += [_render_row(r) for r in o["measured"]]
     return "\n".join(lines)
+
+
+def _render_source(src: dict[str, Any]) -> str:
+    files = list(dict.fromkeys(src["facts"].values()))
+    return f"{src['kind']} {src['where']} ({'; '.join(files)})"
 
 
 def _render_memory(o: dict[str, Any]) -> list[str]:
@@ -317,9 +367,10 @@ def _list_gpus(args: argparse.Namespace) -> int:
     if args.json:
         dump_json([{**d.__dict__, "sources": [s.__dict__ for s in d.sources]} for d in devices])
         return 0
+    iw, nw = max(len(d.id) for d in devices), max(len(d.name) for d in devices)
     for d in devices:
         peak = d.bf16_tflops or "-"
         bw = d.memory_bandwidth_gbs
-        print(f"{d.id:<14} {d.name:<34} {d.memory_gb:>5g} GB {bw:>6g} GB/s  bf16 {peak} TFLOPS")
+        print(f"{d.id:<{iw}} {d.name:<{nw}} {d.memory_gb:>5g} GB {bw:>6g} GB/s  bf16 {peak} TFLOPS")
     err(f"{len(devices)} devices; every figure's source: lair fit --list-gpus --json")
     return 0

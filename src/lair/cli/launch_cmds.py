@@ -195,7 +195,7 @@ def _show_acceptance(prep: Any) -> None:
 
 def _kube_options(args: argparse.Namespace) -> Any:
     from lair.errors import ConfigError
-    from lair.plan.kubernetes import KubeOptions
+    from lair.plan.manifests import KubeOptions
 
     claims = {}
     for spec in args.pvc:
@@ -216,7 +216,7 @@ def _kube_options(args: argparse.Namespace) -> Any:
 
 def _plan_kubernetes(args: argparse.Namespace) -> int:
     from lair.launch.kubernetes import kubernetes_manifests
-    from lair.plan.kubernetes import to_yaml
+    from lair.plan.manifests import to_yaml
 
     prep, m = kubernetes_manifests(_request(args), _kube_options(args))
     _show_acceptance(prep)

@@ -23,9 +23,16 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the recipe model")
     p.set_defaults(handler=cmd_show)
 
-    p = sub.add_parser("export", help="write a recipe as TOML, YAML or JSON (same model)")
+    p = sub.add_parser("export", help="write a recipe as TOML, YAML or JSON, or as a sparkrun or vLLM recipe")
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--format", "-f", choices=("toml", "yaml", "json"), required=True)
+    p.add_argument(
+        "--format",
+        "-f",
+        choices=("toml", "yaml", "json", "sparkrun", "vllm-recipe"),
+        required=True,
+        help="toml, yaml, json: the same model; sparkrun, vllm-recipe: the peer's format (the lair "
+        "fields it cannot say are listed on stderr)",
+    )
     p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
     p.set_defaults(handler=cmd_export)
 
@@ -150,7 +157,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     from lair.recipe import export_text, format_of, load_recipe
 
     recipe = load_recipe(args.file)
-    if args.format == "toml" and format_of(args.file) == "toml":
+    if args.format in ("sparkrun", "vllm-recipe"):
+        from lair.interop import export_recipe
+
+        text, lost = export_recipe(recipe, args.format)
+        for u in lost:
+            err(f"not in the {args.format} file: " + u.comment()[2:].lstrip())
+    elif args.format == "toml" and format_of(args.file) == "toml":
         text = Path(args.file).read_text(encoding="utf-8")  # native format: comments and layout survive
     else:
         text = export_text(recipe, args.format)

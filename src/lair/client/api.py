@@ -142,6 +142,12 @@ class Client:
                 exc.hint = _not_found_hint(slug, revision, exc.message)
             raise
 
+    def fit(self, slug: str, gpu: str, gpus: int = 1, context: int | None = None) -> dict[str, Any]:
+        """The recipe's memory fit on ``gpus`` x ``gpu`` (the page's fit widget, as JSON)."""
+        query = {"gpu": gpu, "gpus": str(gpus)} | ({"context": str(context)} if context else {})
+        path = f"/api/v1/recipes/{urllib.parse.quote(slug)}/fit?" + urllib.parse.urlencode(query)
+        return self._json("GET", path)
+
     def recipe_toml(self, slug: str, revision: int | None = None) -> str:
         q = urllib.parse.quote(slug)
         path = f"/api/v1/recipes/{q}/revisions/{revision}.toml" if revision else f"/api/v1/recipes/{q}.toml"

@@ -6,10 +6,10 @@
 Built on EleutherAI's lm-evaluation-harness (the ``lair[eval]`` extra) through its API-model
 backends: suites in :mod:`lair.eval.suites`, one harness run in :mod:`lair.eval.harness`, the
 needle in :mod:`lair.eval.needle`, generated code only ever in :mod:`lair.eval.sandbox`, the result
-model in :mod:`lair.eval.model`.
+model in :mod:`lair.eval.records`.
 """
 
-from lair.eval.model import EVAL_SCHEMA_VERSION, EvalOptions, EvalResult, SampleRecord, SuiteResult
-from lair.eval.runner import run_eval
+from lair.eval.evaluate import run_eval
+from lair.eval.records import EVAL_SCHEMA_VERSION, EvalOptions, EvalResult, SampleRecord, SuiteResult
 
 __all__ = ["EVAL_SCHEMA_VERSION", "EvalOptions", "EvalResult", "SampleRecord", "SuiteResult", "run_eval"]

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from lair.errors import EvalError
-from lair.eval.model import EvalOptions, RepeatResult, SampleRecord
+from lair.eval.records import EvalOptions, RepeatResult, SampleRecord
 from lair.eval.suites import SuiteSpec, offline_env
 
 __all__ = ["lm_eval_version", "run_task"]

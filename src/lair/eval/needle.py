@@ -8,7 +8,7 @@ import math
 import random
 import time
 
-from lair.eval.model import EvalOptions, RepeatResult, SampleRecord
+from lair.eval.records import EvalOptions, RepeatResult, SampleRecord
 
 __all__ = ["needle_secrets", "run_needle"]
 

@@ -2,7 +2,7 @@
 
 - ``docker``: one throw-away container per program (``--network none``, read-only root, a private
   tmpfs work dir, user 65534, no capabilities, pid/memory/CPU limits). The image is built locally
-  from this machine's Python (``lair.runners.images``), so no registry is needed.
+  from this machine's Python (``lair.runners.image_build``), so no registry is needed.
 - ``process``: when Docker is absent and lair runs as root, a child in fresh network, mount and pid
   namespaces (``unshare``: only a loopback with nothing on it), with fresh tmpfs over every
   world-writable directory (``/tmp`` is its private work dir), dropped to user 65534 with no
@@ -179,7 +179,7 @@ def _key(program: str) -> str:
 
 def _image() -> str:
     """``lair-sandbox/python:<version>-<hash>``, built once from this interpreter (about 3 s)."""
-    from lair.runners.images import build_python_image, image_exists
+    from lair.runners.image_build import build_python_image, image_exists
 
     exe = _python()
     tag = f"lair-sandbox/python:{sys.version_info.major}.{sys.version_info.minor}-"

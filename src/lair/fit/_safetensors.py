@@ -15,7 +15,7 @@ from typing import Any
 
 from lair.errors import FitError
 
-__all__ = ["TensorTotals", "read_header", "scan_safetensors"]
+__all__ = ["TensorTotals", "read_header", "scan_safetensors", "totals_from_headers"]
 
 _MAX_HEADER = 100 * 1024 * 1024
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
@@ -67,9 +67,15 @@ def scan_safetensors(folder: Path, n_layers: int, tied: bool) -> TensorTotals | 
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         return None
+    return totals_from_headers([read_header(p) for p in files], n_layers, tied)
+
+
+def totals_from_headers(headers: list[dict[str, Any]], n_layers: int, tied: bool) -> TensorTotals:
+    """Totals over safetensors headers (one per file; each maps a tensor name to its ``dtype`` and
+    ``data_offsets``), read from disk or over HTTP."""
     sums = {"dense": 0.0, "expert": 0.0, "embedding": 0.0, "extra": 0.0, "skipped": 0.0}
-    for path in files:
-        for name, info in read_header(path).items():
+    for header in headers:
+        for name, info in header.items():
             if name == "__metadata__":
                 continue
             start, end = info["data_offsets"]
@@ -81,5 +87,5 @@ def scan_safetensors(folder: Path, n_layers: int, tied: bool) -> TensorTotals | 
         embedding_bytes=int(sums["embedding"]),
         extra_bytes=int(sums["extra"]),
         skipped_bytes=int(sums["skipped"]),
-        files=len(files),
+        files=len(headers),
     )

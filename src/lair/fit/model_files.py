@@ -11,7 +11,8 @@ from pathlib import Path
 
 from lair.errors import FitError
 from lair.fit._gguf import read_gguf
-from lair.fit._safetensors import scan_safetensors
+from lair.fit._safetensors import TensorTotals, scan_safetensors, totals_from_headers
+from lair.fit.hub_cache import entry_of_snapshot, load_safetensors_headers
 from lair.fit.model_facts import ModelFacts, facts_from_config
 
 __all__ = ["find_in_hf_cache", "read_model_facts", "resolve_model_path"]
@@ -77,8 +78,20 @@ def _model_name(p: Path) -> str:
     return p.name
 
 
+def _cached_headers(folder: Path, facts: ModelFacts) -> TensorTotals | None:
+    """Totals of the safetensors headers read over HTTP for this snapshot (:mod:`lair.fit.hub_cache`)."""
+    found = entry_of_snapshot(folder)
+    headers = load_safetensors_headers(*found) if found else None
+    if not headers:
+        return None
+    return totals_from_headers(list(headers.values()), facts.n_layers, facts.tied_embeddings)
+
+
 def _with_weight_files(facts: ModelFacts, folder: Path) -> ModelFacts:
     st = scan_safetensors(folder, facts.n_layers, facts.tied_embeddings)
+    where = ""
+    if st is None and (st := _cached_headers(folder, facts)) is not None:
+        where = " read from the Hub"
     if st is not None:
         return replace(
             facts,
@@ -86,7 +99,7 @@ def _with_weight_files(facts: ModelFacts, folder: Path) -> ModelFacts:
             expert_bytes=st.expert_bytes,
             embedding_bytes=st.embedding_bytes,
             extra_bytes=st.extra_bytes,
-            source=f"config.json + {st.files} safetensors header(s)",
+            source=f"config.json + {st.files} safetensors header(s){where}",
         )
     index = folder / "model.safetensors.index.json"
     if index.is_file():

@@ -8,6 +8,7 @@ release("r-123")
 
 from __future__ import annotations
 
+from lair.inventory.clusters import Cluster, Inventory, Node, SlurmSettings, adhoc_node, parse_inventory
 from lair.inventory.leases import (
     ADHOC,
     Lease,
@@ -21,7 +22,6 @@ from lair.inventory.leases import (
     set_holder,
     status,
 )
-from lair.inventory.model import Cluster, Inventory, Node, SlurmSettings, adhoc_node, parse_inventory
 from lair.inventory.store import add_cluster, clusters_path, load_inventory, remove_cluster
 
 __all__ = [

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from lair.errors import AllocationError
-from lair.inventory.model import Inventory, Node, adhoc_node
+from lair.inventory.clusters import Inventory, Node, adhoc_node
 
 __all__ = [
     "ADHOC",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lair.errors import ConfigError
-from lair.inventory.model import Cluster, Inventory, parse_inventory
+from lair.inventory.clusters import Cluster, Inventory, parse_inventory
 
 __all__ = ["add_cluster", "clusters_path", "load_inventory", "remove_cluster"]
 

@@ -1,7 +1,7 @@
 """``lair plan --target kubernetes``: the recipe's plan on pods instead of nodes, as manifests.
 
 The plan is built as for any launch (recipe, rig placeholders, trust) but on the pods'
-DNS names (:func:`lair.plan.kubernetes.pod_addresses`); nothing is leased and no node is touched.
+DNS names (:func:`lair.plan.manifests.pod_addresses`); nothing is leased and no node is touched.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from lair.inventory import Node
     from lair.launch.resolve import Prepared, Request
-    from lair.plan.kubernetes import KubeOptions, Manifests
+    from lair.plan.manifests import KubeOptions, Manifests
     from lair.recipe import Recipe
 
 __all__ = ["kubernetes_manifests"]
@@ -20,7 +20,7 @@ __all__ = ["kubernetes_manifests"]
 
 def _pods(opts: KubeOptions) -> Callable[[Recipe, str], list[Node]]:
     from lair.inventory import Node
-    from lair.plan.kubernetes import pod_addresses
+    from lair.plan.manifests import pod_addresses
 
     def place(recipe: Recipe, _run_id: str) -> list[Node]:
         addrs = pod_addresses(opts.name, recipe.required_nodes, opts.workload)
@@ -37,7 +37,7 @@ def kubernetes_manifests(req: Request, opts: KubeOptions) -> tuple[Prepared, Man
     import dataclasses
 
     from lair.launch.resolve import load_source, prepare, rendered_recipe
-    from lair.plan.kubernetes import kube_name, render_manifests
+    from lair.plan.manifests import kube_name, render_manifests
     from lair.recipe import load_recipe
 
     if not opts.name:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from lair.errors import LaunchError
 from lair.launch.journal import Journal, RunRecord
 from lair.launch.node import NodeExec, Progress
-from lair.launch.result import LaunchResult, OnReady, node_records
+from lair.launch.outcome import LaunchResult, OnReady, node_records
 
 if TYPE_CHECKING:
     from lair.inventory import Node

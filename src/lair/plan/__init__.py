@@ -18,8 +18,8 @@ from lair.plan.capabilities import (
     check_capabilities,
     runtime_ulimits,
 )
-from lair.plan.model import STAGE_ORDER, NodePlan, Plan, RunInfo, Stage, Step, Target
-from lair.plan.render import render_text
+from lair.plan.plan_text import render_text
+from lair.plan.steps import STAGE_ORDER, NodePlan, Plan, RunInfo, Stage, Step, Target
 from lair.plan.trust import Acceptance, check_trust, fingerprint, requests, risky_requests
 
 __all__ = [

@@ -18,9 +18,9 @@ from lair.errors import AllocationError, CapabilityError, ConfigError, LaunchErr
 from lair.plan.capabilities import apply_capabilities, runtime_ulimits
 from lair.plan.container import ContainerSpec, run_argv
 from lair.plan.gpus import cuda_visible_devices, default_gpus, gpu_args
-from lair.plan.model import DETECT, NodePlan, Plan, RunInfo, Stage, Step, Target
 from lair.plan.mounts import hub_mount, staging_script
 from lair.plan.secrets import SECRET_WRAP, SECRETS_MOUNT, move_secret_args
+from lair.plan.steps import DETECT, NodePlan, Plan, RunInfo, Stage, Step, Target
 from lair.plan.trust import Acceptance, check_trust, trust_view
 
 if TYPE_CHECKING:

@@ -117,14 +117,12 @@ def serve(
     from granian import Granian
     from granian.constants import Interfaces
 
-    from lair.errors import RegistryError
+    from lair.errors import Invalid
 
     providers = configure_oauth(oauth or {})
     names = host_names(host, allowed_hosts)
     if providers and not (public_url or os.environ.get("LAIR_REGISTRY_PUBLIC_URL") or names):
-        raise RegistryError(
-            422,
-            "invalid",
+        raise Invalid(
             "sign-in providers need the registry's own address for their callback URL",
             hint="give --public-url URL (or --allowed-host NAME)",
         )

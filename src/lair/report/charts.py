@@ -72,6 +72,9 @@ class Chart:
     solid_label: str = "verified (solid)"
     """The legend's name of the solid style (``verified`` series): the tiers of the rows drawn so,
     in lair.vocabulary's words (a chart of reported-by-report rows never says "verified")."""
+    x_title: str = ""
+    """A linear x axis with this title (a throughput-vs-latency chart: x output tok/s, one colour per
+    context, ``Series.label`` naming it); "" for the context axis."""
 
 
 def nice_ticks(top: float, count: int = 5) -> list[float]:
@@ -219,6 +222,18 @@ def _draw_lines(ax: Axes, chart: Chart, colours: dict[int | None, str]) -> None:
         t.set_gid(_gid("xtick"))
 
 
+def _draw_linear(ax: Axes, chart: Chart, colours: dict[int | None, str]) -> None:
+    """A linear x axis from zero with round ticks, titled ``chart.x_title``."""
+    for s in chart.series:
+        _line(ax, s, colours[s.concurrency])
+    ticks = nice_ticks(max(x for s in chart.series for x, _ in s.points))
+    ax.set_xlim(0, ticks[-1])
+    ax.set_xticks(ticks, [value_label(t) for t in ticks])
+    ax.set_xlabel(chart.x_title, gid=_gid("xlabel"))
+    for t in ax.get_xticklabels():
+        t.set_gid(_gid("xtick"))
+
+
 def _draw_bars(ax: Axes, chart: Chart, colours: dict[int | None, str]) -> None:
     """One context: a group per concurrency, a bar per tier with its value, the ceiling dotted above."""
     (ctx,) = {x for s in chart.series for x, _ in s.points}
@@ -319,8 +334,8 @@ def _draw(
     FigureCanvasSVG(fig)  # layout measured and drawn by the SVG renderer, no raster canvas
     ax = fig.add_subplot()
     top = _top(chart)[0]
-    single = len({x for s in chart.series for x, _ in s.points}) == 1
-    (_draw_bars if single else _draw_lines)(ax, chart, colours)
+    single = not chart.x_title and len({x for s in chart.series for x, _ in s.points}) == 1
+    (_draw_linear if chart.x_title else _draw_bars if single else _draw_lines)(ax, chart, colours)
     _y_axis(ax, chart, top * (1.12 if single else 1.0))
     ax.set_title(chart.title, gid=_gid("title"))
     handles = [Line2D([], [], label=label, **kw) for label, kw in entries]
@@ -342,7 +357,15 @@ def render(chart: Chart) -> str:
     if not series:
         return ""
     return _render(
-        Chart(chart.title, chart.quantity, chart.unit, series, chart.roofline_label, chart.solid_label)
+        Chart(
+            chart.title,
+            chart.quantity,
+            chart.unit,
+            series,
+            chart.roofline_label,
+            chart.solid_label,
+            chart.x_title,
+        )
     )
 
 

@@ -3,6 +3,8 @@
 <stem>.recipe.toml   the recipe as run: placeholders resolved, secrets replaced by ***
 results.json         schema-versioned: run name, bench result (cells, needle), fingerprint
 requests.jsonl       one line per request: raw timings (ms from the repeat's first send)
+load.jsonl           with open-loop cells (``lair bench --rate/--sweep``): one line per request of them
+sessions.jsonl       with warm multi-turn cells (``lair bench --sessions``): one line per request of them
 fingerprint.json     hardware/software fingerprint (also inside results.json)
 logs/<name>.log      engine logs, secret values replaced by ***
 report.md            human report (Markdown)
@@ -23,12 +25,26 @@ from lair.bench import SCHEMA_VERSION, BenchResult
 from lair.errors import BenchError
 from lair.report.fingerprint import fingerprint, sha256_file
 from lair.report.render import html_page, markdown
-from lair.report.roofline import roofline_markdown
+from lair.report.roofline_rows import roofline_markdown
 
-__all__ = ["EVAL_SAMPLES", "REPORT_FILES", "load_report", "report_dir", "write_run_report"]
+__all__ = [
+    "EVAL_SAMPLES",
+    "LOAD_REQUESTS",
+    "REPORT_FILES",
+    "SESSION_REQUESTS",
+    "load_report",
+    "report_dir",
+    "write_run_report",
+]
+
+LOAD_REQUESTS = "load.jsonl"
+"""The open-loop cells' per-request rows (:func:`lair.bench.openloop.load_rows`), from which a registry
+recomputes the cells (:mod:`lair.registry.service.load_cells`)."""
 
 REPORT_FILES = ("results.json", "requests.jsonl", "fingerprint.json", "report.md", "report.html")
 """Files every report folder holds (plus the recipe and logs when there are any)."""
+SESSION_REQUESTS = "sessions.jsonl"
+"""The warm multi-turn cells' per-request rows (:mod:`lair.bench.sessions`)."""
 EVAL_SAMPLES = "eval_samples.jsonl"
 """Per-sample records of the evaluation (only in reports that have one)."""
 
@@ -130,6 +146,10 @@ def write_run_report(
     _dump(out / "fingerprint.json", fp)
     with (out / "requests.jsonl").open("w") as f:
         f.writelines(json.dumps(row, separators=(",", ":")) + "\n" for row in requests)
+    if load_rows := getattr(results, "load_requests", None):
+        _write_jsonl(out / LOAD_REQUESTS, load_rows, secrets)
+    if session_rows := getattr(results, "session_requests", None):
+        _write_jsonl(out / SESSION_REQUESTS, session_rows, secrets)
     roofline = _roofline(out, doc)
     (out / "report.md").write_text(markdown(doc) + (roofline_markdown(roofline) if roofline else ""))
     (out / "report.html").write_text(html_page(doc, roofline))
@@ -147,12 +167,12 @@ def _certify_image(bench: dict[str, Any], fp: dict[str, Any]) -> None:
 def _roofline(out: Path, doc: dict[str, Any]) -> Any:
     """The cells against their ceilings, as far as the recipe and the machine tell (never fails)."""
     from lair.errors import LairError
-    from lair.report.roofline import rate_report
+    from lair.report.roofline_rows import rate_report
 
     try:
         return rate_report(out, doc)
     except LairError as exc:
-        from lair.report.roofline import RooflineRows
+        from lair.report.roofline_rows import RooflineRows
 
         return RooflineRows(missing=f"no roofline: {exc.message}")
 

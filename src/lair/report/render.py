@@ -348,7 +348,7 @@ def metric_chart(cells: list[dict[str, Any]], spec: _ChartSpec, roofline: Any = 
 
 def charts(doc: dict[str, Any], roofline: Any = None) -> str:
     """The report's SVG charts; the all-streams chart only when some cell ran several streams.
-    ``roofline`` (:class:`lair.report.roofline.RooflineRows`) adds the ceilings it rated."""
+    ``roofline`` (:class:`lair.report.roofline_rows.RooflineRows`) adds the ceilings it rated."""
     cells = doc["bench"]["cells"]
     several = any(int(c["concurrency"]) > 1 for c in cells)
     specs = [k for k in _CHARTS if several or k[0] != "decode_tok_s_aggregate"]
@@ -376,7 +376,7 @@ def _template() -> Template:
 
 
 def _roofline_section(roofline: Any) -> dict[str, Any] | None:
-    from lair.report.roofline import ROOFLINE_HEAD, roofline_table
+    from lair.report.roofline_rows import ROOFLINE_HEAD, roofline_table
 
     if roofline is None:
         return None
@@ -386,7 +386,7 @@ def _roofline_section(roofline: Any) -> dict[str, Any] | None:
 
 def html_page(doc: dict[str, Any], roofline: Any = None) -> str:
     """A self-contained HTML page: table, charts, roofline, needle, machine. No external resources.
-    ``roofline`` is a :class:`lair.report.roofline.RooflineRows` (None: no section)."""
+    ``roofline`` is a :class:`lair.report.roofline_rows.RooflineRows` (None: no section)."""
     from markupsafe import Markup
 
     b = doc["bench"]

@@ -11,9 +11,9 @@ Runners never import recipes or the inventory (layering); a node is anything wit
 
 from __future__ import annotations
 
-from lair.runners.base import Argv, CommandResult, ProcessHandle, Runner, shell_command
 from lair.runners.local import LocalRunner
 from lair.runners.parallel import Outcome, raise_for_errors, run_all
+from lair.runners.seam import Argv, CommandResult, ProcessHandle, Runner, shell_command
 from lair.runners.ssh import EnvVia, KnownHostsPolicy, SshOptions, SshRunner, SshTarget, connect_options
 
 __all__ = [

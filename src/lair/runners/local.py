@@ -10,7 +10,7 @@ import signal
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
-from lair.runners.base import Runner
+from lair.runners.seam import Runner
 
 __all__ = ["LocalRunner"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from lair.errors import RunnerError
-from lair.runners.base import Runner
+from lair.runners.seam import Runner
 
 __all__ = ["Outcome", "raise_for_errors", "run_all"]
 

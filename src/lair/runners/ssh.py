@@ -35,7 +35,7 @@ from types import ModuleType
 from typing import Any, Literal, Protocol
 
 from lair.errors import RunnerError
-from lair.runners.base import Runner, env_guard
+from lair.runners.seam import Runner, env_guard
 
 __all__ = ["EnvVia", "KnownHostsPolicy", "SshOptions", "SshRunner", "SshTarget", "connect_options"]
 

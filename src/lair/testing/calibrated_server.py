@@ -3,6 +3,7 @@
     python -m lair.testing.calibrated_server [--port 0] [--ttft-ms 200] [--token-ms 10]
         [--tokens-per-chunk 1] [--first-chunk-tokens 1] [--role-first] [--no-usage]
         [--continuous-usage] [--prefix-cache] [--reply WORDS] [--reject-above N] [--max-model-len N]
+        [--output text|repeat|empty-deltas|zero-tokens]
 
 It prints ``listening HOST:PORT`` on stdout once it accepts connections, and serves until SIGTERM.
 
@@ -22,6 +23,13 @@ characters were seen before reports ``cached_tokens = prompt_tokens - 1`` and co
 exceeds the available context size ..."), a limit the server does not list; ``max_model_len`` is
 listed in ``/v1/models`` as vLLM does.
 
+Output: by default each answer is words drawn from a small vocabulary by a generator seeded with the
+prompt, so answers to different prompts differ and the same prompt gets the same answer; ``--reply
+WORDS`` cycles through the given words instead. The broken servers the bench's validity gate must
+catch: ``--output repeat`` sends one token (``tok``) for the whole answer, ``empty-deltas`` sends a
+blank first chunk and empty deltas after it while usage counts every token, ``zero-tokens`` answers
+200 with no content and ``completion_tokens: 0``.
+
 Endpoints: ``POST /v1/chat/completions`` (streaming only), ``GET /v1/models``, ``GET /health``,
 ``GET /metrics`` (Prometheus text: requests, tokens, prefix-cache hits/queries, KV use) and
 ``GET /stats`` (JSON: per request ``recv_t``, ``first_write_t`` and ``last_write_t``, the server's
@@ -34,6 +42,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import random
 import re
 import signal
 import socket
@@ -41,6 +50,7 @@ import struct
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,10 +72,51 @@ class ServerConfig:
     usage: bool = True
     continuous_usage: bool = False
     prefix_cache: bool = False
-    reply: list[str] = field(default_factory=lambda: ["tok"])
+    prefix_cache_longest: bool = False
+    """A prefix cache by the longest prefix of tokens seen before (as an engine's block cache, in
+    blocks of one token): ``cached_tokens`` is that prefix, at most ``prompt_tokens - 1``."""
+    reply: list[str] = field(default_factory=list)
+    """Words to cycle through; empty: words drawn by a generator seeded with the prompt."""
+    output: str = "text"
+    """``text``, or a broken server: ``repeat``, ``empty-deltas``, ``zero-tokens``."""
     model: str = "calibrated"
     reject_above: int | None = None
     max_model_len: int | None = None
+
+
+OUTPUTS = ("text", "repeat", "empty-deltas", "zero-tokens")
+_VOCAB = [
+    "amber",
+    "basil",
+    "cedar",
+    "delta",
+    "ember",
+    "fjord",
+    "garnet",
+    "harbor",
+    "indigo",
+    "juniper",
+    "kelp",
+    "lantern",
+    "meadow",
+    "nectar",
+    "onyx",
+    "pepper",
+    "quartz",
+    "raven",
+    "saffron",
+    "tundra",
+    "umber",
+    "violet",
+    "willow",
+    "xenon",
+    "yarrow",
+    "zephyr",
+    "anchor",
+    "bramble",
+    "cobalt",
+    "dune",
+]
 
 
 @dataclass
@@ -77,6 +128,7 @@ class _Counters:
     cache_queries: int = 0
     running: int = 0
     seen: set[str] = field(default_factory=set)
+    prompts: list[list[str]] = field(default_factory=list)
     stats: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -105,6 +157,8 @@ class _Stream:
         self.head_sent = False
         self.t_first = t0 + self.cfg.ttft_s
         first = (body.get("messages") or [{}])[0].get("content") or ""
+        last = str((body.get("messages") or [{}])[-1].get("content") or "")
+        self.words = random.Random(zlib.crc32(last.encode())) if not self.cfg.reply else None
         self.stat: dict[str, Any] = {"recv_t": t0, "first_write_t": 0.0, "tokens": 0, "key": str(first)[:16]}
         srv.counters.stats.append(self.stat)
         head = b'data: {"id":"c","object":"chat.completion.chunk","model":"%s","choices":[' % (
@@ -116,7 +170,26 @@ class _Stream:
         """Schedule the stream; the response head goes out with the first chunk (one write)."""
         if self.cfg.role_first:
             loop.call_at(self.t_first - self.cfg.ttft_s / 2, self._role)
-        loop.call_at(self.t_first, self.emit, loop)
+        if self.cfg.output == "zero-tokens":
+            loop.call_at(self.t_first, self._nothing)
+        else:
+            loop.call_at(self.t_first, self.emit, loop)
+
+    def _nothing(self) -> None:
+        """A 200 that carries no token: a stop chunk, usage of 0 completion tokens, the end."""
+        self.n = 0
+        self._write(b'{"index":0,"delta":{},"finish_reason":"stop"}', 0)
+        self.finish()
+
+    def _text(self, k: int) -> str:
+        if self.cfg.output == "repeat":
+            return " tok" * k
+        if self.cfg.output == "empty-deltas":
+            return " " if self.sent == 0 else ""
+        if self.words is not None:
+            return "".join(" " + self.words.choice(_VOCAB) for _ in range(k))
+        words = self.cfg.reply
+        return "".join(" " + words[(self.sent + i) % len(words)] for i in range(k))
 
     def _role(self) -> None:
         self._write(b'{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}', 0)
@@ -146,8 +219,7 @@ class _Stream:
         k = min(
             self.cfg.first_chunk_tokens if self.sent == 0 else self.cfg.tokens_per_chunk, self.n - self.sent
         )
-        words = self.cfg.reply
-        text = "".join(" " + words[(self.sent + i) % len(words)] for i in range(k))
+        text = self._text(k)
         self.sent += k
         last = self.sent >= self.n
         fin = b'"length"' if last else b"null"
@@ -296,6 +368,8 @@ class CalibratedServer:
         c.requests += 1
         c.running += 1
         c.prompt_tokens += tokens
+        if self.cfg.prefix_cache_longest:
+            return tokens, self._longest(messages, tokens)
         if not self.cfg.prefix_cache:
             return tokens, 0
         key = "\x00".join(texts)[:256]
@@ -305,6 +379,25 @@ class CalibratedServer:
             return tokens, tokens - 1
         c.seen.add(key)
         return tokens, 0
+
+    def _longest(self, messages: list[dict[str, Any]], tokens: int) -> int:
+        """The longest prefix (in this server's tokens: a mark per message, then its words) of any
+        prompt seen before, at most ``tokens - 1``; counted as queries and hits."""
+        c = self.counters
+        seq = [w for m in messages for w in ["\x00m", *str(m.get("content") or "").split()]]
+        best = 0
+        for old in c.prompts:
+            n = 0
+            for a, b in zip(old, seq, strict=False):
+                if a != b:
+                    break
+                n += 1
+            best = max(best, n)
+        c.prompts.append(seq)
+        hit = min(best, tokens - 1)
+        c.cache_queries += tokens
+        c.cache_hits += hit
+        return hit
 
     def route(self, tr: _Conn, method: str, path: str, body: bytes, t0: float) -> None:
         if method == "POST" and path.endswith("/chat/completions"):
@@ -400,7 +493,9 @@ def _config(a: argparse.Namespace) -> ServerConfig:
         usage=not a.no_usage,
         continuous_usage=a.continuous_usage,
         prefix_cache=a.prefix_cache,
-        reply=a.reply.split(),
+        prefix_cache_longest=a.prefix_cache_longest,
+        reply=a.reply.split() if a.reply else [],
+        output=a.output,
         model=a.model,
         reject_above=a.reject_above,
         max_model_len=a.max_model_len,
@@ -452,7 +547,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-usage", action="store_true")
     ap.add_argument("--continuous-usage", action="store_true")
     ap.add_argument("--prefix-cache", action="store_true")
-    ap.add_argument("--reply", default="tok")
+    ap.add_argument("--prefix-cache-longest", action="store_true", help="cache by the longest prefix seen")
+    ap.add_argument("--reply", help="words to cycle through (default: words seeded by the prompt)")
+    ap.add_argument("--output", choices=OUTPUTS, default="text", help="text, or a broken server's output")
     ap.add_argument("--model", default="calibrated")
     ap.add_argument("--reject-above", type=int, help="answer 400 to prompts above N tokens (unlisted)")
     ap.add_argument("--max-model-len", type=int, help="list max_model_len N in /v1/models")

@@ -8,7 +8,7 @@ Session-scoped (built once, torn down at the end):
   cluster ``test-nodes`` into ``lair_home``'s clusters file. Needs root.
 - ``ssh_nodes_docker``: 2 nodes that each run their own dockerd (``DOCKER_HOST`` set in their SSH
   sessions), cluster ``test-docker-nodes``.
-- ``engine_image``: a local image tag with python3 + xllamacpp + lair (``lair.testing.images``).
+- ``engine_image``: a local image tag with python3 + xllamacpp + lair (``lair.testing.image_fixtures``).
 - ``engine_image_on_nodes``: ``engine_image`` loaded into every ``ssh_nodes_docker`` node's dockerd.
 - ``engine_image_in_podman``: ``engine_image`` loaded into this machine's podman storage.
 - ``slurm_cluster``: a private Slurm cluster (munged, slurmctld, 2 slurmd) written as the lair
@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from lair.testing.nodes import NetnsNodes
-from lair.testing.slurm import SlurmCluster
+from lair.testing.slurm_cluster import SlurmCluster
 
 __all__ = [
     "CHROMIUM",
@@ -90,7 +90,7 @@ def ssh_nodes_docker(lair_home: Path) -> Iterator[NetnsNodes]:
 
 @pytest.fixture(scope="session")
 def engine_image() -> Iterator[str]:
-    from lair.testing.images import ENGINE_PACKAGES, build_python_image
+    from lair.testing.image_fixtures import ENGINE_PACKAGES, build_python_image
 
     tag = build_python_image(f"lair-test/engine:{os.getpid()}", packages=ENGINE_PACKAGES)
     yield tag
@@ -105,7 +105,7 @@ def engine_image_on_nodes(ssh_nodes_docker: NetnsNodes, engine_image: str) -> st
 
 @pytest.fixture(scope="session")
 def engine_image_in_podman(engine_image: str) -> Iterator[str]:
-    from lair.testing.images import load_into_podman
+    from lair.testing.image_fixtures import load_into_podman
 
     yield load_into_podman(engine_image)
     subprocess.run(["podman", "rmi", "-f", engine_image], capture_output=True)

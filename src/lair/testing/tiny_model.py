@@ -4,7 +4,9 @@
                          special_tokens_map.json, model.safetensors   (vLLM / transformers)
     OUT/tiny-llama.gguf  (llama.cpp)
 
-Random weights emit EOS at random: benchmark with ``ignore_eos``. Needs numpy, tokenizers, gguf
+Random weights emit EOS at random: benchmark with ``ignore_eos``. They never emit a token that is not
+printable ASCII by itself (its output row is zero), so the answers are gibberish made of words' pieces
+that still decode as text. Needs numpy, tokenizers, gguf
 (``pip install 'lair[engines]'``).
 
 ``answer="69"`` makes a *scripted* model instead: every layer's output projections are zero, so the
@@ -78,6 +80,12 @@ __all__ = ["GGUF_NAME", "make_tiny_model"]
 GGUF_NAME = "tiny-llama.gguf"
 
 
+GENERATOR = 2
+"""Bumped whenever the same arguments build a different model (2: no token that is not printable
+ASCII is ever emitted); a folder built by another generator or with other arguments is built again."""
+STAMP_NAME = "tiny-model.json"
+
+
 def _corpus(n: int = 3000, seed: int = 0) -> Iterator[str]:
     rnd = random.Random(seed)
     for _ in range(n):
@@ -137,6 +145,19 @@ def _script(t: dict[str, Any], chain: list[int], eos: int) -> None:
         emb[tok] = basis[k + 1]
     for k, nxt in enumerate([*chain, eos]):
         head[nxt] = 5.0 * basis[k]  # state k -> the chain's next token (logit ~56 against 0)
+
+
+def _never_emit(t: dict[str, Any], tok: Any, voc: dict[str, int]) -> None:
+    """Zero the output rows of the tokens that do not decode to printable ASCII on their own (the
+    byte-level alphabet's bytes above 0x7f and its control bytes) and of the special tokens but EOS:
+    their logit is then 0 against ~450 random ones, so greedy decoding never picks them and the
+    answers decode as text (the bench's validity gate refuses bytes that are not UTF-8)."""
+    head, eos = t["lm_head.weight"], voc["</s>"]
+    for token, i in voc.items():
+        text = tok.decode([i])
+        printable = bool(text) and all(" " <= ch <= "~" for ch in text)
+        if i != eos and (token in SPECIALS or not printable):
+            head[i] = 0.0
 
 
 def _weights(v: int, h: int, f: int, layers: int, seed: int) -> dict[str, Any]:
@@ -246,11 +267,16 @@ def make_tiny_model(
     seed: int = 0,
     answer: str | None = None,
 ) -> Path:
-    """Write the HF folder and the GGUF under ``out``; return the GGUF path. Idempotent. With
+    """Write the HF folder and the GGUF under ``out``; return the GGUF path. Idempotent: a folder this
+    generator built with the same arguments (its ``tiny-model.json``) is kept as it is. With
     ``answer``, the model is scripted to answer it to every prompt (module docstring)."""
     out = Path(out)
     gguf_path = out / GGUF_NAME
-    if gguf_path.exists() and (out / "hf" / "config.json").exists():
+    params: dict[str, Any] = {"generator": GENERATOR, "hidden": hidden, "layers": layers, "heads": heads}
+    params |= {"ffn": ffn}
+    params |= {"vocab": vocab, "ctx": ctx, "seed": seed, "answer": answer}
+    stamp = out / STAMP_NAME
+    if gguf_path.exists() and (out / "hf" / "config.json").exists() and _stamp(stamp) == params:
         return gguf_path
     hf = out / "hf"
     hf.mkdir(parents=True, exist_ok=True)
@@ -295,6 +321,7 @@ def make_tiny_model(
     (hf / "config.json").write_text(json.dumps(cfg, indent=1))
     (hf / "generation_config.json").write_text(json.dumps({"bos_token_id": bos, "eos_token_id": eos}))
     t = _weights(len(voc), hidden, ffn, layers, seed)
+    _never_emit(t, tok, voc)
     if answer is not None:
         chain = [voc[ch] for ch in answer]
         if len(set(chain)) != len(chain):
@@ -305,7 +332,15 @@ def make_tiny_model(
     tmp = out / (GGUF_NAME + ".tmp")
     _write_gguf(tmp, cfg, voc, merges, t)
     tmp.replace(gguf_path)
+    stamp.write_text(json.dumps(params))
     return gguf_path
+
+
+def _stamp(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,10 +351,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heads", type=int, default=2)
     ap.add_argument("--vocab", type=int, default=512)
     ap.add_argument("--ctx", type=int, default=2048)
+    ap.add_argument("--answer", default=None, help="script the model to answer this to every prompt")
     a = ap.parse_args(argv)
     try:
         made = make_tiny_model(
-            a.out, hidden=a.hidden, layers=a.layers, heads=a.heads, vocab=a.vocab, ctx=a.ctx
+            a.out, hidden=a.hidden, layers=a.layers, heads=a.heads, vocab=a.vocab, ctx=a.ctx, answer=a.answer
         )
     except ModuleNotFoundError as exc:  # one line for the hook's failure, not a traceback
         print(f"error: {exc}: pip install 'lair[engines]' on this node", file=sys.stderr)

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from lair.testing.reports import certificates
+from lair.testing.forged_reports import certificates
 
 __all__ = [
     "HOSTILE",
@@ -134,7 +134,8 @@ def _row(repeat: int, send_ms: float, chunks: list[float]) -> dict[str, Any]:
 def report_files(recipe_toml: str, model_sha256: str) -> dict[str, Any]:
     """A run report of the bench's layout (:func:`lair.report.folder.write_run_report`), as parsed
     documents: ``results.json``, ``fingerprint.json`` (dicts), ``requests.jsonl`` (a list of rows)
-    and the recipe as run (text). Its cell has a certificate (:func:`lair.testing.reports.certificates`).
+    and the recipe as run (text). Its cell has a certificate
+    (:func:`lair.testing.forged_reports.certificates`).
     Its cell is not recomputed from its rows: a test that needs it
     verified fills the cell in from the registry's recomputation."""
     rows = [_row(0, 0.0, [120.0, 130.0, 140.5, 150.0]), _row(1, 0.0, [110.0, 121.0, 131.0, 141.0])]

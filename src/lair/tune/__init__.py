@@ -8,7 +8,7 @@ Modules: :mod:`~lair.tune.space` (knobs and their values, the space file, writin
 :mod:`~lair.tune.objective` (cells, goals, limits, the quality guard), :mod:`~lair.tune.check` (the
 recipe check, the engine's own parser, lair fit: a candidate refused there is never launched),
 :mod:`~lair.tune.study` (Optuna: samplers, SQLite storage in the tune's folder, trial outcomes),
-:mod:`~lair.tune.runner` (the trials: launch, bench, guard, run reports), :mod:`~lair.tune.result`
+:mod:`~lair.tune.search_loop` (the trials: launch, bench, guard, run reports), :mod:`~lair.tune.result`
 (the table, the Pareto front, the chart, the winning recipe). docs/tune.md is the user's guide.
 
 The tune's folder (``<recipe dir>/tunes/<study>/``) holds ``study.db`` (the Optuna study: run the
@@ -27,7 +27,7 @@ from typing import Any
 
 from lair.launch.trust_store import mark_untrusted
 from lair.tune.objective import Constraint, Guard, Objective, parse_constraint, parse_guard, parse_objective
-from lair.tune.runner import Search, TuneOptions, gate, run_search, study_name
+from lair.tune.search_loop import Search, TuneOptions, gate, run_search, study_name
 from lair.tune.space import UNSET, Param, Space, load_space, parse_params
 
 __all__ = [
@@ -143,7 +143,7 @@ def _failure(result: Any) -> str | None:
 
 
 def _log(run_id: str) -> str:
-    from lair.tune.runner import _live_log
+    from lair.tune.search_loop import _live_log
 
     return _live_log(run_id)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from launch_helpers import wait_for
 
-from lair.testing.slurm import SlurmCluster, live_slurmstepd
+from lair.testing.slurm_cluster import SlurmCluster, live_slurmstepd
 
 
 def _engine_processes(run_id: str) -> list[str]:

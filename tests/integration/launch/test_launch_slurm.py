@@ -34,7 +34,7 @@ from launch_roles import headless_script, role_script
 from slurm_helpers import assert_nothing_left, het_components, scontrol_job
 
 from lair.launch.slurm.jobs import SlurmJob, steps_left
-from lair.testing.slurm import SlurmCluster
+from lair.testing.slurm_cluster import SlurmCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 

@@ -25,7 +25,7 @@ from launch_helpers import assert_clean, lair, python_rig, run_record, write_rec
 from slurm_helpers import assert_nothing_left, het_components
 
 from lair.testing.nodes import NetnsNodes
-from lair.testing.slurm import SlurmCluster
+from lair.testing.slurm_cluster import SlurmCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

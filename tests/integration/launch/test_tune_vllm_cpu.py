@@ -27,6 +27,9 @@ EXAMPLE = ROOT / "examples" / "tiny-vllm-cpu" / "recipe.toml"
 BUDGET_S = 20 * 60
 
 
+# extended: tune's search, refusals and confirmation run on llama.cpp in test_tune_tiny_cpu,
+# vLLM's own parser on tuned flags in test_engine_parsers (CI time: this one is 160 s)
+@pytest.mark.extended
 def test_tune_vllm_cpu(tmp_path: Path, lair_home: Path, vllm_venv: Path) -> None:
     recipe = tmp_path / "tiny-vllm-cpu" / "recipe.toml"
     recipe.parent.mkdir()

@@ -185,8 +185,8 @@ def test_a_rows_certificate_opens_and_its_reproduce_command_selects_in_one_click
     from lair.registry.db.engine import make_engine
     from lair.registry.db.tables import RECIPES, REVISIONS
     from lair.registry.service.accounts import create_token, create_user
+    from lair.testing.forged_reports import made_up_report
     from lair.testing.registry import tgz
-    from lair.testing.reports import made_up_report
 
     engine = make_engine(served.db)
     with engine.begin() as conn:

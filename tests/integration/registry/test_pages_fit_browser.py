@@ -33,8 +33,8 @@ from lair.registry.db.engine import make_engine
 from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.facets import slugify
 from lair.registry.service.publish import RECIPES, REVISIONS
+from lair.testing.forged_reports import made_up_report
 from lair.testing.registry import tgz
-from lair.testing.reports import made_up_report
 
 pytestmark = pytest.mark.integration
 

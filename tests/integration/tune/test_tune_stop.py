@@ -16,7 +16,7 @@ import pytest
 from lair.inventory.leases import leases
 from lair.launch import Request, launch
 from lair.launch.journal import Journal
-from lair.tune.runner import stop_interrupted
+from lair.tune.search_loop import stop_interrupted
 
 pytestmark = [pytest.mark.integration]
 

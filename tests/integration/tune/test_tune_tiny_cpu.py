@@ -336,8 +336,12 @@ def test_quality_guard_rejects_the_candidate_that_answers_worse(tmp_path: Path, 
     file and each trial's own per-sample records, by the task's rule."""
     from lair.testing.tiny_model import make_tiny_model
 
-    model = make_tiny_model(tmp_path / "model", answer="69", ctx=8192).parent  # the hook keeps it
+    model = make_tiny_model(tmp_path / "model", answer="69", ctx=8192).parent
     recipe = _copy(tmp_path, GUARD_SPACE, threads="1")
+    # the recipe's hook builds the model the same way, so it keeps this folder (its stamp matches)
+    hook = '"{MODEL_DIR}", "--ctx", "8192"]'
+    assert hook in recipe.read_text()
+    recipe.write_text(recipe.read_text().replace(hook, '"{MODEL_DIR}", "--ctx", "8192", "--answer", "69"]'))
     args = ["--space", str(tmp_path / "space.toml"), "--guard-limit", str(GUARD_LIMIT)]
     args += ["--decode-tokens", "512", "--no-confirm", "--set", f"MODEL_DIR={model}", "--json"]
     t0 = time.monotonic()

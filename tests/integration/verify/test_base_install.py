@@ -32,8 +32,8 @@ from pathlib import Path
 import pytest
 from verify_helpers import ROOT, TINY, lair
 
+from lair.testing.forged_reports import made_up_report
 from lair.testing.registry import free_port, serve_process, tgz
-from lair.testing.reports import made_up_report
 
 pytestmark = [pytest.mark.integration]
 

@@ -33,14 +33,15 @@ OBJECTIVE = "max decode_tok_s_per_stream@ctx=256,c=1"
 
 RUNS_A_RECIPE = {"plan", "launch", "doctor", "tune", "reproduce", "rebench"}
 """Commands that would run (or plan to run) a recipe's hooks, engine or engine parser: the gate."""
-ATTACHES_A_RECIPE = {"bench", "eval"}
+ATTACHES_A_RECIPE = {"bench", "eval", "import-results"}
 """``--recipe`` names the recipe a report is of; nothing of it runs."""
-READS_A_RECIPE = {"check", "show", "export", "fit", "set", "push"}
+READS_A_RECIPE = {"check", "show", "export", "fit", "set", "push", "import"}
 """They read (or write) the file itself."""
 NO_RECIPE = {
     "schema", "new", "rig", "scripts", "cluster", "nodes", "status", "logs", "stop", "report", "serve",
     "registry", "login", "search", "pull", "submit", "completion",
     "demo",  # runs only the recipe bundled with lair (a trusted file of the install)
+    "mcp",  # its plan tool plans through the gate and never accepts (tests/integration/registry/test_mcp.py)
 }  # fmt: skip
 
 

@@ -17,8 +17,8 @@ import pytest
 from verify_helpers import BENCH, lair, tiny_copy
 
 from lair.client import Client, Credentials, pack_report
+from lair.registry.service.attempts import cell_stats
 from lair.registry.service.recompute import check_cells
-from lair.registry.service.replication import cell_stats
 from lair.testing.registry import serve_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # a loaded machine: runs again

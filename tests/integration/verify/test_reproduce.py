@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from verify_helpers import TINY, lair, tiny_copy
 
-from lair.registry.service.replication import OWN_ACCOUNT
+from lair.registry.service.attempts import OWN_ACCOUNT
 from lair.testing.registry import free_port, serve_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # retries while the shared machine is loaded
@@ -229,6 +229,8 @@ VLLM_BENCH = ["--bench", "--bench-contexts", "128", "--bench-decode-tokens", "16
 
 
 @pytest.mark.slow
+# extended: the reproduce flow runs on llama.cpp above; vLLM serves and benches in test_launch_vllm_cpu
+@pytest.mark.extended
 @pytest.mark.timeout(1800)
 def test_reproduce_a_tiny_vllm_cpu_row(
     registry: tuple[str, dict[str, str]], tmp_path: Path, lair_home: Path, vllm_venv: Path

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lair.errors import EvalError
-from lair.eval.model import RepeatResult, SampleRecord, SuiteResult
+from lair.eval.records import RepeatResult, SampleRecord, SuiteResult
 from lair.eval.suites import resolve_suite
 
 

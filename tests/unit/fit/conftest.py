@@ -11,4 +11,5 @@ import pytest
 def lair_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "lair-home"
     monkeypatch.setenv("LAIR_HOME", str(home))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a lair child a test starts never asks huggingface.co
     return home

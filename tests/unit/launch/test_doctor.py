@@ -15,7 +15,7 @@ import pytest
 from lair.fit.driver import driver_meets
 from lair.launch.doctor import checks as C
 from lair.launch.doctor.bundle import redact_text
-from lair.launch.doctor.model import Interface, NodeFacts, Route
+from lair.launch.doctor.findings import Interface, NodeFacts, Route
 from lair.launch.doctor.probe import ProbeSpec, parse, script
 from lair.launch.doctor.recipe_checks import RecipeRig, shape_findings
 from lair.recipe import load_text

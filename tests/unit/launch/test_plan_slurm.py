@@ -15,7 +15,7 @@ from lair.cli import main
 from lair.errors import ConfigError, LaunchError
 from lair.inventory import Node, load_inventory
 from lair.launch.resolve import Request, prepare
-from lair.plan.slurm import (
+from lair.plan.sbatch import (
     REAP_GRACE_S,
     SlurmJobSettings,
     apptainer_argv,
@@ -233,8 +233,8 @@ def test_after_stop_waits_the_default_grace_unless_told(tmp_path: Path) -> None:
 
 
 def test_a_node_given_to_two_ranks_is_refused() -> None:
+    from lair.launch.slurm.job import _distinct
     from lair.launch.slurm.jobs import SlurmJob
-    from lair.launch.slurm.run import _distinct
 
     job = SlurmJob(JOB, 12)
     assert _distinct(job, ["n1", "n2", "n3"]) == ["n1", "n2", "n3"]

@@ -6,9 +6,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from registry_paths import LLAMA
 from sqlalchemy import Engine
+from starlette.testclient import TestClient
 
 from lair.registry.db.engine import connect_url, make_engine, migrate
+from lair.registry.service.accounts import create_token, create_user
+from lair.registry.service.publish import publish, seed_examples
+from lair.registry.web.app import create_app
+from lair.registry.web.auth import reset_limits
 from lair.testing.registry import pg_database
 
 
@@ -59,3 +65,15 @@ def s3_url(s3: object, monkeypatch: pytest.MonkeyPatch) -> str:
     bucket = f"lair-{secrets.token_hex(4)}"
     s3.create_bucket(bucket)  # type: ignore[attr-defined]
     return f"s3://{bucket}/blobs"
+
+
+@pytest.fixture
+def llama_client(engine: Engine, db_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, Engine, str]]:
+    """The registry app with the examples and the llama recipe published, and alice's CLI token."""
+    reset_limits()
+    with engine.begin() as conn:
+        seed_examples(conn)
+        publish(conn, LLAMA.read_text(), owner="tester")
+        token = create_token(conn, create_user(conn, "alice"), "cli")
+    with TestClient(create_app(db_url, blobs=str(tmp_path / "blobs")), raise_server_exceptions=False) as c:
+        yield c, engine, token

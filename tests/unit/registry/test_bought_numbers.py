@@ -1,7 +1,7 @@
 """Numbers that cannot be bought with two accounts: the attacks of a forger with free accounts, each
 through the real upload route on SQLite and PostgreSQL, and what now holds against it.
 
-Reports are made up by a forger's script (:func:`lair.testing.reports.made_up_report`: raw timings that
+Reports are made up by a forger's script (:func:`lair.testing.forged_reports.made_up_report`: raw timings that
 agree with their cells, a clean certificate). Speeds are shares of the H100 SXM's decode ceiling for
 Llama 3.1 8B at 2K, computed by hand in test_verified_physics (219.3 tok/s per stream); the power
 figures are the catalog's H100 SXM spec sheet TDP (700 W) and idle floor (20 W)."""
@@ -24,9 +24,9 @@ from test_verified_physics import H100, H100_CEILING, LLAMA_SLUG, World, _report
 
 from lair.registry.db.schema import User
 from lair.registry.service.accounts import create_token, create_user
+from lair.registry.service.attempts import ATTEMPT_UNVERIFIED, OWN_ACCOUNT, OWN_RIG, ROW_UNVERIFIED
 from lair.registry.service.bounds import POWER_MARGIN
 from lair.registry.service.publish import publish, seed_examples
-from lair.registry.service.replication import ATTEMPT_UNVERIFIED, OWN_ACCOUNT, OWN_RIG, ROW_UNVERIFIED
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
 from lair.testing.registry import tgz

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from lair.recipe import load_text
-from lair.registry.service.driver import UNKNOWN, driver_floor
+from lair.registry.service.driver_floor import UNKNOWN, driver_floor
 
 
 def _recipe(image: str, cuda_env: str | None = None) -> str:

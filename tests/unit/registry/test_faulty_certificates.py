@@ -2,7 +2,7 @@
 is stored, let alone verified (:func:`lair.registry.service.recompute.check_certificate`).
 
 The report is one H200 run as the registry receives it: cells computed from their raw timings by the
-bench's own definitions (:func:`lair.testing.reports.made_up_report`), a fingerprint naming one
+bench's own definitions (:func:`lair.testing.forged_reports.made_up_report`), a fingerprint naming one
 ``NVIDIA H200`` as nvidia-smi prints it, and the GPU window, driver, CUDA and NVML versions that NVML
 measured on a real H200 (``benchmarks/results/gpu_telemetry_h200.json``: 228 samples under an fp16
 matmul load, 542 W average, power-capped). Its cache is proven cold as vLLM's is: an engine hit
@@ -29,8 +29,8 @@ from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.publish import publish, seed_examples
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
+from lair.testing.forged_reports import made_up_report
 from lair.testing.registry import tgz
-from lair.testing.reports import made_up_report
 
 SLUG = "llama31-8b-rtx4090-sglang"
 H200_RUN = json.loads((ROOT / "benchmarks" / "results" / "gpu_telemetry_h200.json").read_text())["nvml"]

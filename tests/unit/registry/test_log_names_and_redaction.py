@@ -1,5 +1,5 @@
 """A report's logs, through the registry in process (SQLite and PostgreSQL): every secret shape of
-:data:`lair.testing.secrets.SHAPES` is redacted in the log served (``--api-key VALUE`` was served
+:data:`lair.testing.fake_secrets.SHAPES` is redacted in the log served (``--api-key VALUE`` was served
 as uploaded), also from a log stored before it was redacted; a published note holding any of them
 but the log-only ones is refused (a Google ``AIza`` key was published); a log's name over the bound
 is a 422 naming it (300 characters was a 500), and a non-ASCII name is stored and served (it was
@@ -15,7 +15,7 @@ from upload_site import Site, site  # noqa: F401  (the fixture)
 
 from lair.registry.service.blobs import report_key
 from lair.registry.web.auth import reset_limits
-from lair.testing.secrets import SHAPES
+from lair.testing.fake_secrets import SHAPES
 
 ROOT = Path(__file__).resolve().parents[3]
 LLAMA = ROOT / "tests" / "data" / "registry" / "llama31-8b.toml"

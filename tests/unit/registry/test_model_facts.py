@@ -35,8 +35,8 @@ from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.publish import publish, seed_examples
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
+from lair.testing.forged_reports import made_up_report
 from lair.testing.registry import tgz
-from lair.testing.reports import made_up_report
 
 ROOT = Path(__file__).resolve().parents[3]
 SEED_003 = ROOT / "examples" / "dsv41-flash-exl3-2x" / "recipe.toml"

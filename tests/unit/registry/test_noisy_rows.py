@@ -6,26 +6,19 @@ a malformed machine certificate is a located 422."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from registry_paths import LLAMA
 from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from lair.bench import definitions as d
 from lair.bench.results import MachineCertificate
 from lair.registry.db.tables import RECIPES, REVISIONS
-from lair.registry.service.accounts import create_token, create_user
-from lair.registry.service.publish import publish, seed_examples
-from lair.registry.web.app import create_app
-from lair.registry.web.auth import reset_limits
+from lair.testing.forged_reports import made_up_report
 from lair.testing.registry import tgz
-from lair.testing.reports import made_up_report
 
 SLUG = "llama31-8b-rtx4090-sglang"
 H100 = {"count": 1, "models": ["NVIDIA H100 80GB HBM3"], "memory": ["81559 MiB"]}
@@ -33,14 +26,8 @@ DECODE = 150.0  # under the H100 SXM's 219 tok/s ceiling at 2048 (test_verified_
 
 
 @pytest.fixture
-def client(engine: Engine, db_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, Engine, str]]:
-    reset_limits()
-    with engine.begin() as conn:
-        seed_examples(conn)
-        publish(conn, LLAMA.read_text(), owner="tester")
-        token = create_token(conn, create_user(conn, "alice"), "cli")
-    with TestClient(create_app(db_url, blobs=str(tmp_path / "blobs")), raise_server_exceptions=False) as c:
-        yield c, engine, token
+def client(llama_client: tuple[TestClient, Engine, str]) -> tuple[TestClient, Engine, str]:
+    return llama_client
 
 
 def _machine(other_cores: float) -> dict[str, Any]:

@@ -5,12 +5,13 @@ web layers authorize in one place: no module there but ``permissions`` raises a 
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
 
-from lair.errors import RegistryError
+from lair.errors import Forbidden, RegistryError, Unauthorized
 from lair.registry.service.accounts import SCOPES
 from lair.registry.service.actor import Actor
 from lair.registry.service.permissions import PERMISSIONS, Resource, ensure
@@ -66,25 +67,40 @@ def test_an_admin_never_hides_their_own_account() -> None:
     assert (refused.value.status, refused.value.message) == (403, "an admin cannot hide their own account")
 
 
-def _refusals(status: int) -> list[tuple[str, str]]:
-    """(module, error code) of every ``RegistryError(status, code`` in the service and web layers."""
+def _refusals(kind: type[RegistryError]) -> list[tuple[str, str]]:
+    """(module, error code) of every ``kind(...)`` raised in the service and web layers (and of every
+    ``RegistryError(status, code, ...)`` of its status, the untyped spelling), in source order."""
     found = []
     for p in sorted([*SERVICE.glob("*.py"), *WEB.glob("*.py")]):
-        for code in re.findall(rf'RegistryError\(\s*{status},\s*"([a-z_]+)"', p.read_text()):
-            found.append((f"{p.parent.name}/{p.name}", code))
+        calls = [n for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.Call)]
+        for call in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
+            code = _code_of(call, kind)
+            if code is not None:
+                found.append((f"{p.parent.name}/{p.name}", code))
     return found
+
+
+def _code_of(call: ast.Call, kind: type[RegistryError]) -> str | None:
+    name = call.func.id if isinstance(call.func, ast.Name) else ""
+    args = [a.value for a in call.args[:2] if isinstance(a, ast.Constant)]
+    if name == "RegistryError" and len(args) == 2 and args[0] == kind.status:
+        return str(args[1])
+    if name != kind.__name__:
+        return None
+    given = [k.value.value for k in call.keywords if k.arg == "code" and isinstance(k.value, ast.Constant)]
+    return str(given[0]) if given else kind.code
 
 
 def test_authorization_lives_in_one_place() -> None:
     sources = {p.name: p.read_text() for p in SERVICE.glob("*.py")}
     # identities.py refuses a hidden account's provider sign-in: authentication, not a write's right;
     # auth.py's 403 is a request without its CSRF token, before anyone is asked what they may do
-    assert _refusals(403) == [
+    assert _refusals(Forbidden) == [
         ("service/identities.py", "forbidden"), ("service/permissions.py", "forbidden"),
         ("service/permissions.py", "forbidden"), ("web/auth.py", "csrf"),
     ]  # fmt: skip
     # 401: anonymous (permissions.need, the only "sign in first"), a wrong password, a bad token
-    assert _refusals(401) == [
+    assert _refusals(Unauthorized) == [
         ("service/accounts.py", "unauthorized"), ("service/permissions.py", "unauthorized"),
         ("web/auth.py", "unauthorized"),
     ]  # fmt: skip

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from lair.registry.db.engine import migrate
 from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.publish import publish
-from lair.registry.service.quality import annotate_quality
+from lair.registry.service.quality_rows import annotate_quality
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
 

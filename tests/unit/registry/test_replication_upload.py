@@ -18,9 +18,9 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 from upload_site import Site, make_site
 
+from lair.registry.service.attempts import OWN_ACCOUNT
 from lair.registry.service.publish import add_revision
 from lair.registry.service.recompute import check_cells
-from lair.registry.service.replication import OWN_ACCOUNT
 from lair.testing.uploads import encode, report_files, tar_gz
 
 THEIRS_DECODE = (100.0 + 3 / 0.031) / 2

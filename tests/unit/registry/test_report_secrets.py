@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from lair.registry.service.accounts import create_token, create_user
-from lair.registry.service.secrets import redact_log, screen_report
+from lair.registry.service.scrub import redact_log, screen_report
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
 from lair.testing.registry import db_snapshot, tgz

@@ -1,7 +1,7 @@
 """The certificate behind each speed row, its energy and $/Mtok at the viewer's price, and the row's
 ``lair reproduce`` command, through the real app on SQLite and PostgreSQL.
 
-Reports are made up by a forger's script (:func:`lair.testing.reports.made_up_report`) and edited
+Reports are made up by a forger's script (:func:`lair.testing.forged_reports.made_up_report`) and edited
 here: the verified cell's certificate is given energy figures chosen for the test (0.42 J per output
 token, 0.021 J per prompt token, 312 W average, 350 W peak, from the energy counter), a seed of 4242
 and an image digest, so every figure the page and JSON show is one this file wrote. Expected $/Mtok
@@ -28,8 +28,8 @@ from lair.registry.service.publish import publish, seed_examples
 from lair.registry.service.stored import BASE, DOCUMENTS, render_documents, with_base
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
+from lair.testing.forged_reports import made_up_report
 from lair.testing.registry import charts_drawn, tgz
-from lair.testing.reports import made_up_report
 
 SLUG = "llama31-8b-rtx4090-sglang"
 H100 = {"count": 1, "models": ["NVIDIA H100 80GB HBM3"], "memory": ["81559 MiB"]}

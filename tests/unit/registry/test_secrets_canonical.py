@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.publish import publish
-from lair.registry.service.secrets import redact, scan_recipe
+from lair.registry.service.scrub import redact, scan_recipe
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
 

@@ -25,8 +25,8 @@ from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.publish import publish, seed_examples
 from lair.registry.web.app import create_app
 from lair.registry.web.auth import reset_limits
+from lair.testing.forged_reports import made_up_report
 from lair.testing.registry import tgz
-from lair.testing.reports import made_up_report
 
 LLAMA_SLUG = "llama31-8b-rtx4090-sglang"
 # Llama 3.1 8B in bf16: bytes a decode step reads at ctx 2048, concurrency 1 (as in test_roofline_basis):

@@ -90,7 +90,7 @@ def test_a_single_row_is_bars_with_values_and_no_empty_frames() -> None:
 
 
 def test_the_roofline_is_drawn_where_the_report_is_rated() -> None:
-    from lair.report.roofline import RooflineRows
+    from lair.report.roofline_rows import RooflineRows
 
     cells = [_cell(2048, 1, 160.0), _cell(40960, 1, 80.0), _cell(2048, 4, 120.0), _cell(40960, 4, 60.0)]
     ceilings = {(2048, 1): 300.0, (40960, 1): 250.0, (2048, 4): 200.0, (40960, 4): 150.0}
@@ -127,7 +127,7 @@ def test_report_html_has_the_roofline_and_the_real_engine(tmp_path: Path) -> Non
     page = (out / "report.html").read_text()
     assert "% of roofline" in page and "Roofline (1x NVIDIA GeForce RTX 4090" in page
     from lair.report import load_report
-    from lair.report.roofline import rate_report
+    from lair.report.roofline_rows import rate_report
 
     rr = rate_report(out, load_report(out))
     assert all(f"{r['decode_pct']:.1f}%" in page for r in rr.rows)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lair.cli import main
-from lair.report.roofline import rate_report, roofline_markdown
+from lair.report.roofline_rows import rate_report, roofline_markdown
 from lair.testing.tiny_model import make_tiny_model
 
 

@@ -21,7 +21,7 @@ from lair.runners import (
     runner_for,
     shell_command,
 )
-from lair.runners.base import Runner, argv_list, env_guard, stderr_tail
+from lair.runners.seam import Runner, argv_list, env_guard, stderr_tail
 from lair.runners.ssh import _host_pattern, _known, _known_hosts_arg, _record_host_key
 
 

@@ -17,7 +17,7 @@ from lair.launch.trust_store import provenance, stamp_pulled, trust_dir
 from lair.recipe import load_recipe
 from lair.recipe.digest import model_sha256
 from lair.tune import TuneOptions, parse_objective, parse_params
-from lair.tune.runner import Search, gate
+from lair.tune.search_loop import Search, gate
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "examples" / "tiny-cpu" / "recipe.toml"

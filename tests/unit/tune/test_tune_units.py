@@ -15,7 +15,7 @@ from lair.recipe import load_text
 from lair.tune import load_space, parse_constraint, parse_guard, parse_objective, parse_params
 from lair.tune.check import failure_reason, fit_check, parse_check
 from lair.tune.result import pareto, trial_rows, trials_table, write_winner
-from lair.tune.runner import gate
+from lair.tune.search_loop import gate
 from lair.tune.space import UNSET, apply, current_value
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -323,7 +323,7 @@ def test_guard_on_an_engine_that_does_not_answer(tmp_path: Path) -> None:
 
     from lair.launch import LaunchResult
     from lair.tune import TuneOptions
-    from lair.tune.runner import Candidate, Search
+    from lair.tune.search_loop import Candidate, Search
     from lair.tune.study import open_study
 
     with socket.socket() as sock:

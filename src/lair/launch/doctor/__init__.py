@@ -14,7 +14,7 @@ each one reads and the fix it gives.
 from __future__ import annotations
 
 from lair.launch.doctor.bundle import write_bundle
-from lair.launch.doctor.model import DoctorReport, Finding, NodeFacts
+from lair.launch.doctor.findings import DoctorReport, Finding, NodeFacts
 from lair.launch.doctor.service import ALL_CHECKS, FAST_CHECKS, DoctorRequest, doctor, fast_findings
 
 __all__ = [

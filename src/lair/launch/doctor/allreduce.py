@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from lair.launch.doctor.model import AllReduce, Finding, NodeFacts
+from lair.launch.doctor.findings import AllReduce, Finding, NodeFacts
 
 if TYPE_CHECKING:
     from lair.launch.doctor.request import DoctorRequest, Target

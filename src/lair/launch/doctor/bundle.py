@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from lair.launch.doctor.model import DoctorReport
+from lair.launch.doctor.findings import DoctorReport
 
 __all__ = ["redact_text", "redact_tree", "render_report", "write_bundle"]
 

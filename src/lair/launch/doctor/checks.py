@@ -19,7 +19,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping, Sequence
 
-from lair.launch.doctor.model import Finding, Interface, NodeFacts
+from lair.launch.doctor.findings import Finding, Interface, NodeFacts
 
 __all__ = [
     "CLOCK_ERROR_S",

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from lair.launch.doctor.model import Finding, NodeFacts
+from lair.launch.doctor.findings import Finding, NodeFacts
 
 if TYPE_CHECKING:
     from lair.launch.doctor.recipe_checks import RecipeRig

@@ -2,7 +2,8 @@
 
 The script prints one ``key<TAB>fields...`` line per fact; :func:`parse` turns them into
 :class:`NodeFacts`. It only reads: ``uname``, ``/etc/os-release``, ``df``, ``docker|podman info``,
-``/etc/cdi``, ``nvidia-smi --query-gpu``, ``ip -o link|addr``, ``ip route get HEAD`` and ``ss`` for the
+``/etc/cdi``, ``nvidia-smi --query-gpu``, ``ip -j link|addr``
+(iproute2's JSON; ``ip -o`` text where ``-j`` is unknown), ``ip route get HEAD`` and ``ss`` for the
 ports (the launcher's own port script, so a busy port is named the same way).
 
 The clock: ``date +%s.%N`` on the node between two readings of this machine's clock; the skew is the
@@ -11,19 +12,20 @@ node's time minus the midpoint, good to half the round trip.
 
 from __future__ import annotations
 
+import json
 import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from lair.launch.doctor.model import BusyPort, Disk, Gpu, Interface, NodeFacts, Route, RuntimeInfo
+from lair.launch.doctor.findings import BusyPort, Disk, Gpu, Interface, NodeFacts, Route, RuntimeInfo
 from lair.launch.preflight import PORT_SCRIPT
 
 if TYPE_CHECKING:
     from lair.runners import Runner
 
-__all__ = ["ProbeSpec", "parse", "probe_node", "read_clock", "script"]
+__all__ = ["ProbeSpec", "parse", "parse_ip_addrs", "parse_ip_links", "probe_node", "read_clock", "script"]
 
 PROBE_TIMEOUT_S = 60.0
 _GPU_QUERY = "index,name,memory.total,memory.free,driver_version,persistence_mode"
@@ -64,10 +66,15 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   else printf 'smi\t%s\n' "$(printf '%s' "$out" | tr '\t\n' '  ' | cut -c1-300)"; fi
 fi
 """
-_NET = r"""ip -o link show 2>/dev/null | awk -F': ' '{{ split($2, n, "@"); m = $0;
+_NET = r"""if l=$(ip -j link show 2>/dev/null) && a=$(ip -j -4 addr show 2>/dev/null); then
+  printf 'links\t%s\n' "$(printf '%s' "$l" | tr -d '\n')"
+  printf 'addrs\t%s\n' "$(printf '%s' "$a" | tr -d '\n')"
+else  # an iproute2 before 4.13 (or busybox) says "Option -j is unknown": its one-line text form
+ip -o link show 2>/dev/null | awk -F': ' '{{ split($2, n, "@"); m = $0;
   sub(/.* mtu /, "", m); sub(/ .*/, "", m);
   up = ($0 ~ /[<,]UP[,>]/) ? 1 : 0; printf "link\t%s\t%s\t%d\n", n[1], m, up }}'
 ip -o -4 addr show 2>/dev/null | awk '{{ printf "addr\t%s\t%s\n", $2, $4 }}'
+fi
 r=$(ip route get {head} 2>&1); printf 'route\t%s\t%s\n' "$?" "$(printf '%s' "$r" | head -n 1)"
 """
 
@@ -172,6 +179,12 @@ def parse(text: str, *, name: str, address: str, rank: int, head: str | None = N
             links[cols[0]] = Interface(name=cols[0], mtu=int(cols[1]), up=cols[2] == "1")
         elif key == "addr" and len(cols) == 2 and cols[0] in links:
             links[cols[0]].addresses.append(cols[1])
+        elif key == "links":
+            links.update((i.name, i) for i in parse_ip_links(rest))
+        elif key == "addrs":
+            for ifname, cidr in parse_ip_addrs(rest):
+                if ifname in links:
+                    links[ifname].addresses.append(cidr)
         elif key == "route" and head:
             f["route"] = _route(head, cols)
         elif key == "busy":
@@ -181,6 +194,46 @@ def parse(text: str, *, name: str, address: str, rank: int, head: str | None = N
     f["busy_ports"] = busy
     f["files"] = files
     return NodeFacts.model_validate(f)
+
+
+def _ip_json(text: str) -> list[dict[str, Any]]:
+    """The objects of one ``ip -j`` answer; none where it is not a JSON list (a broken iproute2)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return []
+    return [o for o in data if isinstance(o, dict)] if isinstance(data, list) else []
+
+
+def parse_ip_links(text: str) -> list[Interface]:
+    """The interfaces of ``ip -j link show``: name, MTU, and whether it is administratively up (the
+    ``UP`` flag, as ``<...,UP,...>`` in the text form). Names are cut at ``@`` as the text form's
+    ``eth0@if12`` is (``ip -j`` itself puts the peer in ``link``/``link_index``)."""
+    out: list[Interface] = []
+    for o in _ip_json(text):
+        name, mtu, flags = o.get("ifname"), o.get("mtu"), o.get("flags")
+        if not isinstance(name, str) or not name or not isinstance(mtu, int) or isinstance(mtu, bool):
+            continue
+        up = isinstance(flags, list) and "UP" in flags
+        out.append(Interface(name=name.split("@")[0], mtu=mtu, up=up))
+    return out
+
+
+def parse_ip_addrs(text: str) -> list[tuple[str, str]]:
+    """(interface, ``ADDRESS/PREFIX``) for each IPv4 address of ``ip -j -4 addr show``, in its order;
+    the empty ``{}`` some iproute2 versions print for an interface without one are skipped."""
+    out: list[tuple[str, str]] = []
+    for o in _ip_json(text):
+        name, infos = o.get("ifname"), o.get("addr_info")
+        if not isinstance(name, str) or not isinstance(infos, list):
+            continue
+        for a in infos:
+            if not isinstance(a, dict) or a.get("family", "inet") != "inet":
+                continue
+            local, plen = a.get("local"), a.get("prefixlen")
+            if isinstance(local, str) and isinstance(plen, int) and not isinstance(plen, bool):
+                out.append((name.split("@")[0], f"{local}/{plen}"))
+    return out
 
 
 def _runtime(cols: list[str]) -> RuntimeInfo:

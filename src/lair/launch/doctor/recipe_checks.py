@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lair.launch.doctor.model import Finding, NodeFacts
+from lair.launch.doctor.findings import Finding, NodeFacts
 
 if TYPE_CHECKING:
     from lair.fit import ModelFacts

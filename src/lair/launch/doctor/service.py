@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lair.launch.doctor import checks as C
-from lair.launch.doctor.model import DoctorReport, Finding, NodeFacts
+from lair.launch.doctor.findings import DoctorReport, Finding, NodeFacts
 from lair.launch.doctor.needs import file_findings, hardware_findings, needed_files
 from lair.launch.doctor.probe import ProbeSpec, probe_node
 from lair.launch.doctor.recipe_checks import (

@@ -5,7 +5,7 @@
     SlurmJob, job_states, finish ...    sbatch/squeue/scancel/scontrol, the jobs' record  (jobs)
 
 1. The plan is built once on placeholder nodes (recipe, rig, trust are checked before anything is
-   submitted), then the main job is submitted (:func:`lair.plan.slurm.main_script`): it writes the
+   submitted), then the main job is submitted (:func:`lair.plan.sbatch.main_script`): it writes the
    nodes Slurm gave it to ``JOB/status/nodes`` and waits for ``JOB/go``.
 2. Those nodes (their ``NodeAddr``) become the plan's nodes; the per-node scripts, env-files (0600)
    and hook files are written into the job folder, the after_stop job is submitted
@@ -19,8 +19,8 @@ The job folder (``[clusters.X.slurm] job_dir``, default the run's journal folder
 this machine and the nodes, as Slurm clusters' home or scratch file systems are.
 """
 
-from lair.launch.slurm.control import is_slurm, slurm_logs, slurm_status, stop_slurm
-from lair.launch.slurm.run import launch_slurm, prepare_placeholders, slurm_cluster, slurm_plan
+from lair.launch.slurm.job import launch_slurm, prepare_placeholders, slurm_cluster, slurm_plan
+from lair.launch.slurm.job_control import is_slurm, slurm_logs, slurm_status, stop_slurm
 
 __all__ = [
     "is_slurm",

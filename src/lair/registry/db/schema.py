@@ -37,6 +37,7 @@ __all__ = [
     "CellCertificate",
     "ChartSvg",
     "ExternalIdentity",
+    "LoadMeasurement",
     "Measurement",
     "QualityMeasurement",
     "Recipe",
@@ -170,6 +171,38 @@ class Measurement(Base):
         Index("ix_measurements_recipe_decode", "recipe_id", "context", "decode_tok_s"),
         Index("ix_measurements_context_decode", "context", "decode_tok_s"),
         Index("ix_measurements_report", "report_id"),
+    )
+
+
+class LoadMeasurement(Base):
+    """One open-loop cell or sweep headline of an accepted report (migration 0017): ``kind`` ``rate``
+    (a cell at ``offered_rate`` per second, ``figures`` as :func:`lair.bench.load.load_figures`
+    recomputed them) or ``sweep`` (``figures`` as :func:`lair.bench.load.sweep_summary` gave them).
+    ``provenance`` is verified or reported-by-report (invalid answers, a client-bound cell) with the
+    reason in ``note``. Kept apart from ``measurements``: a load cell is never ranked with a speed row."""
+
+    __tablename__ = "load_measurements"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    recipe_id: Mapped[int] = mapped_column(ForeignKey("recipes.id", ondelete="CASCADE"))
+    revision_id: Mapped[int] = mapped_column(ForeignKey("revisions.id", ondelete="CASCADE"))
+    report_id: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(10))
+    context: Mapped[int] = mapped_column(BigInteger)
+    step: Mapped[int | None] = mapped_column(Integer)
+    offered_rate: Mapped[float | None] = mapped_column(Float)
+    cache: Mapped[str] = mapped_column(String(10), default="cold")
+    figures: Mapped[str] = mapped_column(Text)
+    flags: Mapped[str] = mapped_column(Text, default="[]")
+    provenance: Mapped[str] = mapped_column(String(20))
+    note: Mapped[str] = mapped_column(Text, default="")
+    submitted_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    rig_fingerprint: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_load_recipe", "recipe_id", "report_id"),
+        Index("ix_load_report", "report_id"),
     )
 
 

@@ -9,6 +9,7 @@ from typing import cast
 import sqlalchemy as sa
 
 from lair.registry.db.schema import (
+    LoadMeasurement,
     Measurement,
     QualityMeasurement,
     RecipeTag,
@@ -22,6 +23,7 @@ from lair.registry.db.schema import (
 )
 
 __all__ = [
+    "LOAD",
     "MEASUREMENTS",
     "QUALITY",
     "RECIPES",
@@ -38,6 +40,7 @@ RECIPES = cast(sa.Table, RecipeRow.__table__)
 TAGS = cast(sa.Table, RecipeTag.__table__)
 REVISIONS = cast(sa.Table, Revision.__table__)
 MEASUREMENTS = cast(sa.Table, Measurement.__table__)
+LOAD = cast(sa.Table, LoadMeasurement.__table__)
 QUALITY = cast(sa.Table, QualityMeasurement.__table__)
 VERSION = cast(sa.Table, RegistryVersion.__table__)
 

@@ -1,7 +1,8 @@
 """The registry's service layer: everything the site does, with no HTTP in it.
 
 Functions take a SQLAlchemy ``Connection`` (Core, not ORM sessions) and return plain data; errors
-are :class:`lair.errors.RegistryError` with an HTTP status and a stable code. The web routes and the
+are the typed subclasses of :class:`lair.errors.RegistryError` (``NotFound``, ``Invalid``, ``Forbidden``...),
+each with a stable code; the web layer maps each class to its HTTP status. The web routes and the
 CLI are thin wrappers over these modules:
 
     publish      create a recipe (revision 1), add revisions, users, the bundled examples (seed)

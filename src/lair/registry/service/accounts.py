@@ -16,7 +16,7 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from lair.errors import Issue, RegistryError
+from lair.errors import Conflict, Invalid, Issue, NotFound, Unauthorized
 from lair.registry.db.schema import ApiToken, Session
 from lair.registry.db.tables import USERS
 from lair.registry.db.version import bump_version, now
@@ -61,15 +61,15 @@ def check_name(name: str) -> None:
     if not NAME_RE.fullmatch(name):  # fullmatch: ``$`` alone would let "admin\n" through
         why = "a user name is 1-40 lowercase letters, digits and inner hyphens"
         field = Issue("body", 1, 1, "name", why, code="invalid")
-        raise RegistryError(422, "invalid", f"name: {why}", errors=[field])
+        raise Invalid(why, location="name", errors=[field])
 
 
 def create_user(conn: Connection, name: str, password: str | None = None, *, admin: bool = False) -> int:
     check_name(name)
     if password is not None and len(password) < MIN_PASSWORD:
-        raise RegistryError(422, "invalid", f"a password has at least {MIN_PASSWORD} characters")
+        raise Invalid(f"a password has at least {MIN_PASSWORD} characters")
     if conn.execute(sa.select(USERS.c.id).where(USERS.c.name == name)).first():
-        raise RegistryError(409, "conflict", f"the name {name!r} is taken")
+        raise Conflict(f"the name {name!r} is taken")
     pw = _hasher().hash(password) if password is not None else None  # type: ignore[attr-defined]
     values = {"name": name, "display_name": name, "is_admin": admin, "password_hash": pw, "created_at": now()}
     uid = int(conn.execute(sa.insert(USERS).values(**values).returning(USERS.c.id)).scalar_one())
@@ -89,7 +89,7 @@ def authenticate(conn: Connection, name: str, password: str) -> Actor:
         if stored is None:
             raise VerifyMismatchError
     except Exception:
-        raise RegistryError(401, "unauthorized", "wrong user name or password") from None
+        raise Unauthorized("wrong user name or password") from None
     assert row is not None
     return Actor(row.id, row.name, bool(row.is_admin))
 
@@ -142,7 +142,7 @@ def create_token(conn: Connection, user_id: int, name: str = "", scopes: tuple[s
 def _insert_token(conn: Connection, user_id: int, name: str, scopes: tuple[str, ...]) -> tuple[str, int]:
     bad = [s for s in scopes if s not in SCOPES]
     if bad or not scopes:
-        raise RegistryError(422, "invalid", f"scopes are {', '.join(SCOPES)}")
+        raise Invalid(f"scopes are {', '.join(SCOPES)}")
     token = "lair_" + secrets.token_urlsafe(32)
     values = {
         "user_id": user_id,
@@ -164,9 +164,9 @@ def issue_token(conn: Connection, actor: Actor | None, name: str, scope: str) ->
     who = ensure(actor, "issue-token")
     name = name.strip()
     if not name or len(name) > MAX_TOKEN_NAME:
-        raise RegistryError(422, "invalid", f"name: 1-{MAX_TOKEN_NAME} characters are required")
+        raise Invalid(f"1-{MAX_TOKEN_NAME} characters are required", location="name")
     if scope not in TOKEN_SCOPES:
-        raise RegistryError(422, "invalid", f"scope: one of {', '.join(TOKEN_SCOPES)}")
+        raise Invalid(f"one of {', '.join(TOKEN_SCOPES)}", location="scope")
     return _insert_token(conn, who.id, name, TOKEN_SCOPES[scope])
 
 
@@ -190,7 +190,7 @@ def revoke_token(conn: Connection, actor: Actor | None, token_id: int) -> None:
         sa.update(TOKENS).where(TOKENS.c.id == token_id, TOKENS.c.user_id == who.id).values(revoked_at=now())
     )
     if res.rowcount == 0:
-        raise RegistryError(404, "not_found", f"no token {token_id}")
+        raise NotFound(f"no token {token_id}")
 
 
 def list_tokens(conn: Connection, actor: Actor) -> list[dict[str, object]]:

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from lair.errors import RegistryError
+from lair.errors import Invalid, TooLarge
 
 __all__ = [
     "DEADLINE_S",
@@ -83,21 +83,23 @@ _LINKS = {b"1": "hard link", b"2": "symbolic link"}
 _PAX, _GNU_NAME, _GNU_LINK = b"xg", b"L", b"K"
 
 
-def refuse(status: int, code: str, reasons: list[str]) -> RegistryError:
-    """One refusal carrying every reason, as the error envelope's ``reasons``."""
-    return RegistryError(status, code, "report refused: " + "; ".join(reasons), reasons=reasons)
+def refuse(code: str, reasons: list[str]) -> Invalid | TooLarge:
+    """One refusal carrying every reason, as the error envelope's ``reasons``: ``too_large`` (413) when
+    a size budget was passed, else 422."""
+    kind = TooLarge if code == "too_large" else Invalid
+    return kind("report refused: " + "; ".join(reasons), code=code, reasons=reasons)
 
 
-def _corrupt(why: str) -> RegistryError:
-    return refuse(422, "invalid_archive", [f"corrupt archive: {why}"])
+def _corrupt(why: str) -> Invalid | TooLarge:
+    return refuse("invalid_archive", [f"corrupt archive: {why}"])
 
 
-def _truncated(why: str) -> RegistryError:
-    return refuse(422, "invalid_archive", [f"truncated archive: {why}"])
+def _truncated(why: str) -> Invalid | TooLarge:
+    return refuse("invalid_archive", [f"truncated archive: {why}"])
 
 
-def _too_large(why: str) -> RegistryError:
-    return refuse(413, "too_large", [why])
+def _too_large(why: str) -> Invalid | TooLarge:
+    return refuse("too_large", [why])
 
 
 class _Inflater:
@@ -324,7 +326,7 @@ def _ustar_name(block: bytes) -> bytes:
 
 
 def members(data: bytes) -> Iterator[Member]:
-    """Every entry of the gzip-compressed tar ``data``, under the budgets (a :class:`RegistryError`
+    """Every entry of the gzip-compressed tar ``data``, under the budgets (an :class:`~lair.errors.Invalid`
     once one is spent, or when the stream is corrupt or cut short)."""
     if len(data) > MAX_ARCHIVE_BYTES:
         raise _too_large(f"archive of {len(data):,} bytes; the limit is {MAX_ARCHIVE_BYTES:,}")
@@ -368,7 +370,7 @@ def _read(data: bytes) -> dict[str, bytes]:
             reasons.append(f"file named twice in archive: {name}")
         files[name] = m.data
     if reasons:
-        raise refuse(422, "invalid_archive", reasons)
+        raise refuse("invalid_archive", reasons)
     return files
 
 
@@ -380,8 +382,8 @@ def _strip_top(files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def unpack(data: bytes) -> dict[str, bytes]:
-    """The report's files (path -> bytes), or a :class:`RegistryError` with the reasons."""
+    """The report's files (path -> bytes), or an :class:`~lair.errors.Invalid` with the reasons."""
     files = _read(data)
     if not files:
-        raise refuse(422, "invalid_archive", ["empty archive: no files"])
+        raise refuse("invalid_archive", ["empty archive: no files"])
     return _strip_top(files)

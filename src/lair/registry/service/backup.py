@@ -23,9 +23,9 @@ blobs, compares the restored rows with the manifest's counts, upgrades the schem
 head (a backup of an older version restores into a newer one) and runs ``ANALYZE``, so the planner
 has statistics from the first query on.
 
-Errors: ``RegistryError`` 422 ``invalid`` (not a backup, a member damaged, a database not empty,
+Errors: :class:`~lair.errors.Invalid` (422 ``invalid``) (not a backup, a member damaged, a database not empty,
 a backup of the other kind, a link, a dump holding anything but lair's tables and rows),
-``RegistryError`` 500 ``backup_failed`` with the tail of ``pg_dump``'s stderr.
+:class:`~lair.errors.Internal` (500 ``backup_failed``) with the tail of ``pg_dump``'s stderr.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import make_url
 
-from lair.errors import RegistryError
+from lair.errors import Internal, Invalid
 from lair.registry.db.engine import connect_url, dialect_of, make_engine, migrate, sqlite_path
 from lair.registry.service.blobs import BlobStore, is_key, report_key
 from lair.registry.service.pgload import load_pg
@@ -85,9 +85,9 @@ class Manifest(_Strict):
     blobs: list[BlobEntry] = Field(description="every blob of every stored report")
 
 
-def _failed(tool: str, done: subprocess.CompletedProcess[bytes]) -> RegistryError:
+def _failed(tool: str, done: subprocess.CompletedProcess[bytes]) -> Internal:
     tail = done.stderr.decode(errors="replace").strip()[-800:]
-    return RegistryError(500, "backup_failed", f"{tool} exited with {done.returncode}: {tail}")
+    return Internal(f"{tool} exited with {done.returncode}: {tail}", code="backup_failed")
 
 
 def _libpq(url: str) -> tuple[str, dict[str, str]]:
@@ -101,9 +101,7 @@ def _libpq(url: str) -> tuple[str, dict[str, str]]:
 def _tool(name: str) -> str:
     found = shutil.which(name)
     if found is None:
-        raise RegistryError(
-            500, "backup_failed", f"{name} not found", hint="install PostgreSQL's client tools"
-        )
+        raise Internal(f"{name} not found", code="backup_failed", hint="install PostgreSQL's client tools")
     return found
 
 
@@ -212,8 +210,8 @@ def backup(db_url: str, store: BlobStore, out: str | Path) -> Manifest:
     return manifest
 
 
-def _invalid(where: str, message: str, hint: str = "") -> RegistryError:
-    return RegistryError(422, "invalid", f"{where}: {message}", hint=hint)
+def _invalid(where: str, message: str, hint: str = "") -> Invalid:
+    return Invalid(message, location=where, hint=hint)
 
 
 def _read_manifest(tar: tarfile.TarFile, where: str) -> Manifest:
@@ -339,7 +337,7 @@ def _restored_counts(engine: Engine, manifest: Manifest, where: str) -> None:
     wrong = {n: (c, tables.get(n)) for n, c in manifest.tables.items() if n != "alembic_version"}
     wrong = {n: v for n, v in wrong.items() if v[0] != v[1]}
     if wrong:
-        raise RegistryError(500, "backup_failed", f"{where}: restored row counts differ: {wrong}")
+        raise Internal(f"{where}: restored row counts differ: {wrong}", code="backup_failed")
 
 
 def _analyze(engine: Engine) -> None:

@@ -46,7 +46,7 @@ from urllib.parse import parse_qs, quote, urlparse
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
-from lair.errors import RegistryError
+from lair.errors import Invalid, NotFound
 from lair.registry.db.schema import Blob
 from lair.registry.service.outage import unavailable
 
@@ -78,7 +78,7 @@ class BlobStore(Protocol):
         ...
 
     def get(self, key: str) -> bytes:
-        """The bytes under ``key``; a missing key raises ``RegistryError`` 404."""
+        """The bytes under ``key``; a missing key raises ``NotFound`` (404)."""
         ...
 
     def delete_prefix(self, prefix: str) -> None:
@@ -103,12 +103,12 @@ def is_key(key: str) -> bool:
 
 def _checked(key: str) -> str:
     if not is_key(key):
-        raise RegistryError(404, "not_found", f"no such file: {key}")
+        raise NotFound(f"no such file: {key}")
     return key
 
 
-def _missing(key: str) -> RegistryError:
-    return RegistryError(404, "not_found", f"no such file: {key}")
+def _missing(key: str) -> NotFound:
+    return NotFound(f"no such file: {key}")
 
 
 class FileBlobStore:
@@ -191,25 +191,19 @@ def s3_settings(url: str, env: Mapping[str, str]) -> S3Settings:
     password is refused: command lines are visible to every user of the machine."""
     parsed = urlparse(url)
     if parsed.username or parsed.password:
-        raise RegistryError(
-            422,
-            "invalid",
+        raise Invalid(
             "an s3:// blob store URL must not carry credentials",
             hint="set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_SHARED_CREDENTIALS_FILE instead",
         )
     if not parsed.hostname:
-        raise RegistryError(
-            422, "invalid", f"{url}: no bucket", hint="give s3://BUCKET or s3://BUCKET/PREFIX"
-        )
+        raise Invalid(f"{url}: no bucket", hint="give s3://BUCKET or s3://BUCKET/PREFIX")
     query = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
     unknown = sorted(set(query) - {"endpoint", "region"})
     if unknown:
-        raise RegistryError(
-            422, "invalid", f"{url}: unknown parameter {unknown[0]!r}", hint="endpoint, region"
-        )
+        raise Invalid(f"{url}: unknown parameter {unknown[0]!r}", hint="endpoint, region")
     prefix = parsed.path.strip("/")
     if prefix and not _KEY.fullmatch(prefix):
-        raise RegistryError(422, "invalid", f"{url}: the prefix {prefix!r} is no key path")
+        raise Invalid(f"{url}: the prefix {prefix!r} is no key path")
     return S3Settings(
         bucket=parsed.hostname,
         prefix=prefix,
@@ -291,17 +285,13 @@ class S3BlobStore:
         try:
             self._call(self.client.head_bucket)
         except NoCredentialsError:
-            raise RegistryError(
-                422,
-                "invalid",
+            raise Invalid(
                 f"s3://{self.settings.bucket}: no credentials for the object store",
                 hint="set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_SHARED_CREDENTIALS_FILE",
             ) from None
         except ClientError as exc:
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            raise RegistryError(
-                422,
-                "invalid",
+            raise Invalid(
                 f"s3://{self.settings.bucket}: the bucket answered {status}",
                 hint="check the bucket's name and the credentials (404: no such bucket; 403: not allowed)",
             ) from None
@@ -311,9 +301,7 @@ def _s3(url: str, engine: Engine | None) -> BlobStore:
     try:
         import boto3  # noqa: F401
     except ImportError:
-        raise RegistryError(
-            422, "invalid", "the s3:// blob store needs boto3", hint="pip install 'lair[s3]'"
-        ) from None
+        raise Invalid("the s3:// blob store needs boto3", hint="pip install 'lair[s3]'") from None
     return S3BlobStore(s3_settings(url, os.environ))
 
 
@@ -349,16 +337,14 @@ def blob_store(
         return FileBlobStore(_default_root(db_url))
     if spec == "db":
         if engine is None:
-            raise RegistryError(422, "invalid", "the db blob store needs the registry's database")
+            raise Invalid("the db blob store needs the registry's database")
         return DbBlobStore(engine)
     parsed = urlparse(spec)
     if parsed.scheme in ("", "file"):
         return FileBlobStore(parsed.path if parsed.scheme else spec)
     factory = _factory(parsed.scheme)
     if factory is None:
-        raise RegistryError(
-            422,
-            "invalid",
+        raise Invalid(
             f"no blob store for {parsed.scheme}:// URLs",
             hint=f"give a folder, a file:// URL or db; or install a package with a {ENTRY_POINTS!r} "
             f"entry point named {parsed.scheme!r}",

@@ -7,11 +7,13 @@
 
 from __future__ import annotations
 
+import threading
 import tomllib
-from collections import OrderedDict
 from typing import Any
 
-from lair.errors import RegistryError
+from cachetools import LRUCache
+
+from lair.errors import Invalid
 from lair.recipe import CheckResult, Recipe, check_text, export_text, to_data
 from lair.recipe.digest import model_sha256
 
@@ -32,11 +34,11 @@ refused before the TOML parser, which recurses once per level."""
 MAX_PLACEHOLDERS = 100
 
 
-def _refused(name: str, line: int, col: int, path: str, message: str) -> RegistryError:
+def _refused(name: str, line: int, col: int, path: str, message: str) -> Invalid:
     from lair.errors import Issue
 
     issue = Issue(name, line, col, path, message)
-    return RegistryError(422, "invalid_recipe", issue.render(), errors=[issue])
+    return Invalid(issue.render(), code="invalid_recipe", errors=[issue])
 
 
 def _too_deep(text: str) -> tuple[int, int] | None:
@@ -91,7 +93,7 @@ def check_recipe(text: str, name: str = "recipe.toml", fmt: str = "toml") -> Che
         from lair.errors import RecipeError
 
         message = RecipeError(result.errors).message
-        raise RegistryError(422, "invalid_recipe", message, errors=list(result.errors))
+        raise Invalid(message, code="invalid_recipe", errors=list(result.errors))
     if len(result.recipe.placeholders) > MAX_PLACEHOLDERS:
         count = len(result.recipe.placeholders)
         raise _refused(name, 1, 1, "placeholders", f"{count} placeholders (at most {MAX_PLACEHOLDERS})")
@@ -115,20 +117,20 @@ def recipe_from_canonical(toml_text: str) -> Recipe:
     return Recipe.model_validate(tomllib.loads(toml_text))
 
 
-_PARSED: OrderedDict[str, tuple[Recipe, dict[str, Any]]] = OrderedDict()
 PARSED_MAX = 4096
+_PARSED: LRUCache[str, tuple[Recipe, dict[str, Any]]] = LRUCache(PARSED_MAX)
+_PARSED_LOCK = threading.Lock()  # the routes call it from worker threads; LRUCache is not thread-safe
 
 
 def revision_model(sha256: str, toml_text: str) -> tuple[Recipe, dict[str, Any]]:
     """(model, ``to_data`` of it) of a stored revision, memoized by its sha256: a revision never
     changes, so the entry is valid forever (callers must not mutate either)."""
-    hit = _PARSED.get(sha256)
+    with _PARSED_LOCK:
+        hit = _PARSED.get(sha256)
     if hit is not None:
-        _PARSED.move_to_end(sha256)
         return hit
-    recipe = recipe_from_canonical(toml_text)
+    recipe = recipe_from_canonical(toml_text)  # outside the lock: two threads may both parse one
     entry = (recipe, to_data(recipe))
-    _PARSED[sha256] = entry
-    if len(_PARSED) > PARSED_MAX:
-        _PARSED.popitem(last=False)
+    with _PARSED_LOCK:
+        _PARSED[sha256] = entry
     return entry

@@ -22,9 +22,10 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from lair.report.charts import Chart, Series, Tier, render
+from lair.report.charts import context_label as fmt_context
 from lair.vocabulary import REPORTED, TIERS, VERIFIED
 
-__all__ = ["PENDING_CLASS", "chart_key", "chart_store", "speed_chart", "store_svgs"]
+__all__ = ["PENDING_CLASS", "chart_key", "chart_store", "load_chart", "speed_chart", "store_svgs"]
 
 PENDING_CLASS = "chart-pending"
 """The class of what a page shows where a chart is still being drawn (:mod:`.drawer`)."""
@@ -143,6 +144,22 @@ def speed_chart(rows: list[dict[str, Any]]) -> str:
     return _draw(Chart("decode by context", "decode, all streams", "tok/s", decode, label, solid)) + _draw(
         Chart("prefill by context", "prefill", "tok/s", prefill, label, solid)
     )
+
+
+def load_chart(contexts: list[dict[str, Any]], label: str = "verified (solid)") -> str:
+    """One run's throughput against latency: a line per context through its rate cells (output
+    tok/s of all streams on x, TTFT p99 on y), the knee where latency turns up; "" without cells."""
+    series = []
+    for i, g in enumerate(contexts):
+        pts = [
+            (float(c["output_tok_s"]), float(c["ttft_ms"]["p99"]))
+            for c in g["cells"]
+            if c.get("output_tok_s") is not None and c.get("ttft_ms")
+        ]
+        series.append(Series(i + 1, pts, tier="verified", label=f"ctx {fmt_context(g['context'])}"))
+    chart = Chart("latency by throughput", "TTFT p99", "ms", series, solid_label=label,
+                  x_title="output tok/s, all streams")  # fmt: skip
+    return _draw(chart)
 
 
 def solid_label(rows: list[dict[str, Any]]) -> str:

@@ -15,7 +15,7 @@ from sqlalchemy import Connection
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from lair.errors import Issue, RegistryError
+from lair.errors import Conflict, Invalid, Issue, NotFound, TooLarge
 from lair.recipe import Recipe, is_secret_name
 from lair.recipe.placeholders import find_refs
 from lair.registry.db.schema import Vote
@@ -26,7 +26,7 @@ from lair.registry.service.canonical import check_depth, check_recipe, parse_rec
 from lair.registry.service.facets import slugify
 from lair.registry.service.permissions import PERMISSIONS, Resource, ensure, need
 from lair.registry.service.publish import Published, add_revision, publish
-from lair.registry.service.secrets import refuse_issues, refuse_secrets, scan, scan_recipe
+from lair.registry.service.scrub import refuse_issues, refuse_secrets, scan, scan_recipe
 from lair.registry.service.speeds import refresh_for_user, refresh_speeds
 from lair.registry.service.stored import changed, user_recipes
 from lair.registry.service.votes import count_vote
@@ -56,7 +56,7 @@ _RECIPE = sa.select(RECIPES.c.id, RECIPES.c.owner_id, RECIPES.c.latest_revision)
 def _recipe_row(conn: Connection, slug: str) -> Any:
     row = conn.execute(_RECIPE, {"slug": slug}).first()
     if row is None:
-        raise RegistryError(404, "not_found", f"no recipe {slug!r}")
+        raise NotFound(f"no recipe {slug!r}")
     return row
 
 
@@ -76,9 +76,9 @@ def _secrets_in(recipe: Recipe, warnings: list[Issue]) -> list[str]:
 
 def _checked(text: str, notes: str) -> Recipe:
     if len(text.encode()) > MAX_RECIPE_BYTES:
-        raise RegistryError(413, "too_large", f"a recipe is at most {MAX_RECIPE_BYTES // 1024} KiB")
+        raise TooLarge(f"a recipe is at most {MAX_RECIPE_BYTES // 1024} KiB")
     if len(notes) > MAX_NOTES:
-        raise RegistryError(413, "too_large", f"revision notes are at most {MAX_NOTES} characters")
+        raise TooLarge(f"revision notes are at most {MAX_NOTES} characters")
     check_depth(text)  # before anything parses the text (the secret scan parses it too)
     # before the recipe checks, whose located errors may quote a value: raw text, parsed values
     # (escapes, continuations), placeholder defaults
@@ -88,7 +88,7 @@ def _checked(text: str, notes: str) -> Recipe:
     leaks = _secrets_in(result.recipe, result.warnings)
     if leaks:
         hint = 'use a secret placeholder: {API_KEY} with [placeholders.API_KEY] type = "secret"'
-        raise RegistryError(422, "secret", "the recipe contains a secret: " + "; ".join(leaks), hint=hint)
+        raise Invalid("the recipe contains a secret: " + "; ".join(leaks), code="secret", hint=hint)
     return result.recipe
 
 
@@ -196,7 +196,7 @@ def retract(
     who = need(actor, PERMISSIONS["retract-row"].scope)  # 401/403 before anything is read
     reason = reason.strip()
     if not reason:
-        raise RegistryError(422, "invalid", "a retraction needs a reason")
+        raise Invalid("a retraction needs a reason")
     refuse_secrets(reason=reason)
     m = QUALITY if quality else MEASUREMENTS
     row = conn.execute(
@@ -205,10 +205,10 @@ def retract(
         .where(m.c.id == measurement_id)
     ).first()
     if row is None:
-        raise RegistryError(404, "not_found", f"no measurement {measurement_id}")
+        raise NotFound(f"no measurement {measurement_id}")
     ensure(who, "retract-row", Resource(owner_id=row.owner_id, submitter_id=row.submitted_by))
     if row.retracted_at is not None:
-        raise RegistryError(409, "conflict", "already retracted")
+        raise Conflict("already retracted")
     conn.execute(
         sa.update(m)
         .where(m.c.id == measurement_id)
@@ -224,7 +224,7 @@ def hide_recipe(conn: Connection, actor: Actor | None, slug: str, hidden: bool =
         sa.update(RECIPES).where(RECIPES.c.slug == slug).values(hidden=hidden).returning(RECIPES.c.id)
     ).scalar()
     if rid is None:
-        raise RegistryError(404, "not_found", f"no recipe {slug!r}")
+        raise NotFound(f"no recipe {slug!r}")
     changed(conn, [rid])  # hidden: its documents go (its URLs are 404); shown: rendered again
 
 
@@ -236,7 +236,7 @@ def hide_user(conn: Connection, actor: Actor | None, name: str, hidden: bool = T
     ensure(actor, "hide-user", Resource(user_name=name))
     uid = conn.execute(sa.select(USERS.c.id).where(USERS.c.name == name)).scalar()
     if uid is None:
-        raise RegistryError(404, "not_found", f"no user {name!r}")
+        raise NotFound(f"no user {name!r}")
     conn.execute(sa.update(USERS).where(USERS.c.id == uid).values(hidden=hidden))
     refresh_for_user(conn, uid)  # their rows on others' recipes leave (or rejoin) the speed facets
     changed(conn, user_recipes(conn, uid))  # their recipes' documents, and those holding their rows
@@ -251,7 +251,7 @@ def diff(conn: Connection, slug: str, a: int, b: int) -> str:
     texts = {int(r.number): str(r.toml) for r in conn.execute(stmt)}
     for n in (a, b):
         if n not in texts:
-            raise RegistryError(404, "not_found", f"no revision {n}")
+            raise NotFound(f"no revision {n}")
     lines = difflib.unified_diff(
         texts[a].splitlines(True), texts[b].splitlines(True), f"{slug}@{a}", f"{slug}@{b}"
     )

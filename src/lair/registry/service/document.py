@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from lair.registry.service.canonical import revision_model
-from lair.registry.service.driver import driver_floor
+from lair.registry.service.driver_floor import driver_floor
 from lair.registry.service.energy import DEFAULT_PRICE_KWH, with_costs
 from lair.registry.service.read import RecipeRecord, RevisionInfo
 from lair.registry.service.timefmt import iso
@@ -51,6 +51,7 @@ def recipe_document(rec: RecipeRecord, base: str, price_kwh: float = DEFAULT_PRI
         "measurements": with_costs(rec.measurements, price_kwh),
         "price_kwh": price_kwh,
         "quality": rec.quality,
+        "load": rec.load,
         "driver_floor": driver_floor(rec.recipe).as_dict(),
         "revisions": [_revision(r) for r in rec.history],
         "links": {

@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 from lair.bench.telemetry import cost_per_mtok
-from lair.errors import RegistryError
+from lair.errors import Invalid
 
 __all__ = ["DEFAULT_PRICE_KWH", "MAX_PRICE_KWH", "PARAM", "parse_price", "row_cost", "with_costs"]
 
@@ -29,11 +29,10 @@ PARAM = "price_kwh"
 _MAX_CHARS = 32
 
 
-def _bad(why: str) -> RegistryError:
-    return RegistryError(
-        422,
-        "invalid",
-        f"query parameter {PARAM}: {why}",
+def _bad(why: str) -> Invalid:
+    return Invalid(
+        why,
+        location=f"query parameter {PARAM}",
         hint=f"a price in $ per kWh, more than 0 and at most {MAX_PRICE_KWH:g}, e.g. {PARAM}=0.31",
         reasons=[f"query.{PARAM}: {why}"],
     )

@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from lair.errors import FitError, RegistryError
+from lair.errors import FitError, Invalid
 from lair.fit import (
     Hardware,
     Layout,
@@ -106,7 +106,7 @@ def _hardware(name: str, count: int) -> Hardware:
     try:
         return Hardware(find_device(name), gpus=count)
     except FitError as exc:
-        raise RegistryError(422, "invalid", exc.message, hint=exc.hint) from None
+        raise Invalid(exc.message, hint=exc.hint) from None
 
 
 def fit_for(recipe: Recipe, gpu: str, count: int, context: int | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from lair.errors import RegistryError
+from lair.errors import BadGateway, Forbidden
 from lair.registry.db.schema import ExternalIdentity
 from lair.registry.db.tables import USERS
 from lair.registry.db.version import now
@@ -38,7 +38,7 @@ class Identity:
 
     def __post_init__(self) -> None:
         if not self.subject or len(self.subject) > 255:
-            raise RegistryError(502, "provider", f"{self.provider} sent no usable user id")
+            raise BadGateway(f"{self.provider} sent no usable user id")
 
 
 def _slug(login: str, fallback: str) -> str:
@@ -66,7 +66,7 @@ def user_name_for(conn: Connection, login: str, fallback: str) -> str:
 def _user(conn: Connection, uid: int) -> Actor:
     row = conn.execute(sa.select(USERS).where(USERS.c.id == uid)).one()
     if row.hidden:
-        raise RegistryError(403, "forbidden", "this account is hidden by the site's admins")
+        raise Forbidden("this account is hidden by the site's admins")
     return Actor(row.id, row.name, bool(row.is_admin))
 
 

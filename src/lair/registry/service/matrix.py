@@ -27,7 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from lair.errors import RegistryError
+from lair.errors import Invalid, NotFound
 from lair.registry.db.tables import MEASUREMENTS, RECIPES, REVISIONS, USERS, visible
 from lair.registry.service.speeds import shown_submitter
 from lair.registry.service.standing import standing_columns
@@ -114,7 +114,7 @@ def _failed_attempts(conn: Connection, ids: list[int]) -> dict[int, list[dict[st
     row, each with who filed it (account, whether it was new then) and the row it did not reproduce.
     An unverified attempt is the report's word: it never fails a cell."""
     from lair.registry.db.tables import REPORTS
-    from lair.registry.service.replication import ATTEMPTS, has_attempts
+    from lair.registry.service.attempts import ATTEMPTS, has_attempts
 
     if not ids or not has_attempts(conn):
         return {}
@@ -227,16 +227,14 @@ def matrix(
     if slug is not None:
         rid = conn.execute(sa.select(RECIPES.c.id).where(RECIPES.c.slug == slug, visible())).scalar()
         if rid is None:
-            raise RegistryError(404, "not_found", f"no recipe {slug!r}")
+            raise NotFound(f"no recipe {slug!r}")
         where = MEASUREMENTS.c.recipe_id == rid
     else:
         from lair.registry.service.facets import norm_key
 
         key = norm_key(model)
         if key is None:
-            raise RegistryError(
-                422, "invalid", "query parameter model: required", hint="e.g. ?model=Qwen/Qwen3-8B"
-            )
+            raise Invalid("required", location="query parameter model", hint="e.g. ?model=Qwen/Qwen3-8B")
         where = RECIPES.c.model_key == key
     every = annotate(_rows(conn, where), {})
     tiers = (*CHECKED, "reported-by-report") if unchecked else CHECKED

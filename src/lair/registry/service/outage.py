@@ -1,6 +1,6 @@
 """When the registry cannot answer for a while: its database is unreachable or its disk is full.
 
-:func:`unavailable` maps such a failure to :class:`Unavailable`, a ``RegistryError`` 503
+:func:`unavailable` maps such a failure to :class:`~lair.errors.Unavailable`, a ``RegistryError`` 503
 ``unavailable`` with the seconds a client should wait (the web layer sends them as ``Retry-After``):
 
 - the database unreachable, restarting or shut down: SQLAlchemy's ``OperationalError`` and
@@ -27,7 +27,7 @@ import sys
 
 from sqlalchemy import exc as sa_exc
 
-from lair.errors import RegistryError
+from lair.errors import Unavailable
 
 __all__ = [
     "DATABASE_RETRY_S",
@@ -49,17 +49,6 @@ LIMITS_RETRY_S = 5
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 _SQLITE_DOWN = ("locked", "busy", "unable to open", "disk i/o", "readonly")
 _SQLITE_FULL = ("disk is full",)
-
-
-class Unavailable(RegistryError):
-    """503 ``unavailable``: try again after ``retry_after`` seconds."""
-
-    def __init__(self, message: str, *, retry_after: int, hint: str = "", code: str = "unavailable") -> None:
-        super().__init__(503, code, message, hint=hint)
-        self.retry_after = retry_after
-
-    def as_dict(self) -> dict[str, object]:
-        return super().as_dict() | {"retry_after": self.retry_after}
 
 
 def _database() -> Unavailable:

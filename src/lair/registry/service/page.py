@@ -12,16 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 from lair.recipe import Recipe, secret_env_names
-from lair.registry.service.chart import speed_chart
+from lair.registry.service.chart import load_chart, speed_chart
 from lair.registry.service.document import api_url
-from lair.registry.service.driver import driver_floor
+from lair.registry.service.driver_floor import driver_floor
 from lair.registry.service.energy import DEFAULT_PRICE_KWH, MAX_PRICE_KWH, with_costs
 from lair.registry.service.fitting import facts_origin, gpu_choices, known_facts, rated_rows
 from lair.registry.service.launchview import derived_flags, derived_hardware, launch_lines
 from lair.registry.service.markdown import render_markdown
-from lair.registry.service.placeholders import form_fields
-from lair.registry.service.quality import MAX_QUALITY_SPREAD
+from lair.registry.service.quality_rows import MAX_QUALITY_SPREAD
 from lair.registry.service.read import RecipeRecord
+from lair.registry.service.rig_values import form_fields
 from lair.registry.service.tiers import MAX_SPREAD, MIN_ACCOUNTS, MIN_RIGS
 from lair.registry.service.timefmt import iso
 
@@ -142,6 +142,7 @@ def _performance(rec: RecipeRecord, price_kwh: float) -> dict[str, Any]:
         "notes_html": render_markdown(rec.recipe.meta.performance_notes),
         "chart": speed_chart(rows),  # rows with their roofline rating
         "quality": rec.quality,
+        "load": [rep | {"chart": load_chart(rep["contexts"])} for rep in rec.load],
         "max_quality_spread": MAX_QUALITY_SPREAD,
         "needles": [n.model_dump() for n in rec.recipe.meta.needles],
         "price_kwh": price_kwh,

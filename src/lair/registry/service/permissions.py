@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lair.errors import RegistryError
+from lair.errors import Forbidden, Unauthorized
 
 if TYPE_CHECKING:
     from lair.registry.service.actor import Actor
@@ -94,9 +94,9 @@ PERMISSIONS: dict[str, Permission] = {
 def need(actor: Actor | None, scope: str = "publish") -> Actor:
     """``actor``, when signed in (else 401) with ``scope`` (else 403)."""
     if actor is None:
-        raise RegistryError(401, "unauthorized", "sign in first", hint="send Authorization: Bearer <token>")
+        raise Unauthorized("sign in first", hint="send Authorization: Bearer <token>")
     if not actor.can(scope):
-        raise RegistryError(403, "forbidden", f"this token lacks the {scope!r} scope")
+        raise Forbidden(f"this token lacks the {scope!r} scope")
     return actor
 
 
@@ -107,5 +107,5 @@ def ensure(actor: Actor | None, action: str, resource: Resource | None = None) -
     who = need(actor, p.scope)
     why = p.rule(who, resource or Resource())
     if why:
-        raise RegistryError(403, "forbidden", why, hint=p.hint)
+        raise Forbidden(why, hint=p.hint)
     return who

@@ -16,7 +16,7 @@ nothing of the dump is executed here:
    parser only), and each sequence is set by name checked the same way. A failure rolls back all
    of it: the database is left empty.
 
-Errors: ``RegistryError`` 422 ``invalid`` naming what was refused.
+Errors: :class:`~lair.errors.Invalid` (422 ``invalid``) naming what was refused.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from alembic.util import CommandError
 from psycopg import sql
 from sqlalchemy import Connection, Engine
 
-from lair.errors import RegistryError
+from lair.errors import Invalid
 from lair.registry.db.engine import migrate_on
 
 __all__ = ["Dump", "load_pg", "parse_data", "refuse_toc"]
@@ -55,9 +55,9 @@ _HARMLESS = re.compile(
 settings (not applied: the load sets its own), psql's ``\\restrict`` guard."""
 
 
-def _invalid(where: str, message: str) -> RegistryError:
+def _invalid(where: str, message: str) -> Invalid:
     hint = "restore only backups written by lair registry backup, kept where no one else can write"
-    return RegistryError(422, "invalid", f"{where}: {message}", hint=hint)
+    return Invalid(message, location=where, hint=hint)
 
 
 def _unquote(ident: str) -> str:

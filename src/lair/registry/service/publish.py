@@ -14,7 +14,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from lair.errors import RegistryError
+from lair.errors import Conflict, NotFound
 from lair.recipe import Recipe
 from lair.registry.db.tables import MEASUREMENTS, QUALITY, RECIPES, REVISIONS, TAGS, USERS
 from lair.registry.db.version import now
@@ -135,7 +135,7 @@ def publish(
     recipe = text if isinstance(text, Recipe) else parse_recipe(text, f"recipe.{fmt}", fmt)
     slug = slug or recipe.meta.slug or slugify(recipe.meta.title or recipe.display_name)
     if conn.execute(sa.select(RECIPES.c.id).where(RECIPES.c.slug == slug)).first():
-        raise RegistryError(409, "conflict", f"a recipe named {slug!r} exists", hint="pick another slug")
+        raise Conflict(f"a recipe named {slug!r} exists", hint="pick another slug")
     owner_id = ensure_user(conn, owner)
     f = facets_of(recipe)
     values = {"slug": slug, "owner_id": owner_id, "latest_revision": 1, "created_at": now()}
@@ -162,7 +162,7 @@ def add_revision(conn: Connection, slug: str, text: str | Recipe, *, author: str
     )
     row = conn.execute(stmt).first()
     if row is None:
-        raise RegistryError(404, "not_found", f"no recipe {slug!r}")
+        raise NotFound(f"no recipe {slug!r}")
     author_id = ensure_user(conn, author)
     _, sha = _insert_revision(conn, row.id, row.latest_revision, recipe, notes, author_id)
     _write_facets(conn, row.id, facets_of(recipe))

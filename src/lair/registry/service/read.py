@@ -9,14 +9,15 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from lair.errors import RegistryError
+from lair.errors import NotFound
 from lair.recipe import Recipe
 from lair.registry.db.schema import Report
 from lair.registry.db.tables import MEASUREMENTS, RECIPES, REVISIONS, USERS, VERSION, visible
+from lair.registry.service.attempts import with_attempts
 from lair.registry.service.canonical import revision_model
 from lair.registry.service.certificates import with_certificates
-from lair.registry.service.quality import quality_rows
-from lair.registry.service.replication import with_attempts
+from lair.registry.service.load_rows import load_view
+from lair.registry.service.quality_rows import quality_rows
 from lair.registry.service.speeds import shown_submitter
 from lair.registry.service.standing import has_standings
 
@@ -52,6 +53,8 @@ class RecipeRecord:
     history: list[RevisionInfo] = field(default_factory=list)
     measurements: list[dict[str, Any]] = field(default_factory=list)
     quality: list[dict[str, Any]] = field(default_factory=list)
+    load: list[dict[str, Any]] = field(default_factory=list)
+    """Open-loop load results per report (:func:`.load_rows.load_view`)."""
     rigs: dict[str, tuple[str, int] | None] = field(default_factory=dict)
     """The GPUs (model, count) of each report behind a verified row, from its fingerprint."""
 
@@ -113,7 +116,7 @@ _REVISION = (
 def _recipe_row(conn: Connection, slug: str) -> Any:
     row = conn.execute(_RECIPE_ROW, {"slug": slug}).first()
     if row is None:
-        raise RegistryError(404, "not_found", f"no recipe {slug!r}", hint="search with /api/v1/recipes?q=...")
+        raise NotFound(f"no recipe {slug!r}", hint="search with /api/v1/recipes?q=...")
     return row
 
 
@@ -166,9 +169,7 @@ def _measurement(r: Any) -> dict[str, Any]:
 def _revision(conn: Connection, recipe_id: int, number: int) -> RevisionInfo:
     r = conn.execute(_REVISION, {"rid": recipe_id, "number": number}).first()
     if r is None:
-        raise RegistryError(
-            404, "not_found", f"no revision {number}", hint="see the recipe's revision history"
-        )
+        raise NotFound(f"no revision {number}", hint="see the recipe's revision history")
     return RevisionInfo(r.number, r.sha256, r.notes, r.name, r.created_at, r.toml)
 
 
@@ -195,6 +196,7 @@ def get_recipe(conn: Connection, slug: str, revision: int | None = None) -> Reci
         measurements=rows,
         rigs=_rigs(conn, rows),
         quality=quality_rows(conn, row.id, rev.number),
+        load=load_view(conn, row.id),
     )
 
 

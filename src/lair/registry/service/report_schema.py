@@ -27,6 +27,7 @@ __all__ = [
     "MAX_REASONS",
     "MAX_ROWS",
     "Fingerprint",
+    "LoadRow",
     "RequestRow",
     "Results",
     "SampleRow",
@@ -232,6 +233,17 @@ class MachineCertificate(_Doc):
     limits: dict[_Name, _Float] = Field(max_length=16)
 
 
+class OutputCertificate(_Doc):
+    """:class:`lair.bench.results.OutputCertificate`: the validity gate on the cell's answers
+    (:mod:`.output_gate` reads it)."""
+
+    checked: _Count
+    invalid: _Count
+    examples: list[dict[_Name, Annotated[str, Field(max_length=MAX_TEXT)] | _Count]] = Field(max_length=16)
+    token_bounds: list[_Count] | None = Field(None, max_length=2)
+    valid: bool
+
+
 class CellCertificate(_Doc):
     """:class:`lair.bench.results.CellCertificate`: how one cell was measured (every field required)."""
 
@@ -244,6 +256,7 @@ class CellCertificate(_Doc):
     gpu: GpuWindow | None
     energy: Energy | None = None
     machine: MachineCertificate | None = None
+    output: OutputCertificate | None = None
 
 
 class Software(_Doc):
@@ -306,10 +319,46 @@ class Options(_Doc):
     read_interval_ms: _Ms = 0.0
 
 
+_Pcts = dict[Annotated[str, Field(max_length=8)], Annotated[float, Field(ge=-MAX_MS, le=MAX_MS)]]
+
+
+class LoadCell(_Doc):
+    """One open-loop cell of ``bench.load`` (:func:`lair.bench.load.load_figures` and its flags)."""
+
+    context: _Count
+    step: Annotated[int, Field(ge=0, le=1 << 16)]
+    offered_rate: Annotated[float, Field(gt=0, le=1e6)]
+    cache: Literal["cold", "warm"] = "cold"
+    requests: _Count
+    completed: _Count
+    flags: list[Annotated[str, Field(max_length=100)]] = Field(default_factory=list, max_length=100)
+    client_cpu_fraction: Annotated[float, Field(ge=0, le=1e6)] | None = None
+
+
+class LoadSweep(_Doc):
+    """One context's sweep headline (:func:`lair.bench.load.sweep_summary`)."""
+
+    context: _Count
+    stopped: Annotated[str, Field(max_length=1000)] = ""
+
+
+class LoadSection(_Doc):
+    """``bench.load`` (:func:`lair.bench.openloop.run_load`): how requests arrived and the cells."""
+
+    arrival: Literal["poisson", "gamma", "constant"] = "poisson"
+    burstiness: Annotated[float, Field(gt=0, le=1e6)] = 1.0
+    seed: Annotated[int, Field(ge=0, le=1 << 62)] = 0
+    slo: list[Annotated[str, Field(max_length=200)]] = Field(default_factory=list, max_length=20)
+    user_speed: Annotated[float, Field(gt=0, le=1e7)] | None = None
+    cells: list[LoadCell] = Field(default_factory=list, max_length=4096)
+    sweeps: list[LoadSweep] = Field(default_factory=list, max_length=1024)
+
+
 class Bench(_Doc):
     options: Options = Field(default_factory=Options)
     cells: list[Cell] = Field(default_factory=list, max_length=4096)
     certificate: RunCertificate | None = None
+    load: LoadSection | None = None
 
 
 class RecipeInfo(_Doc):
@@ -368,6 +417,17 @@ class Evaluation(_Doc):
     options: EvalOptions = Field(default_factory=EvalOptions)
 
 
+class Imported(_Doc):
+    """``imported`` of a report made from a peer's result file (``lair import-results``)."""
+
+    tool: _Name
+    version: _Name
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    file: _Name | None = None
+    recomputed: bool = False
+    differs: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(default_factory=list, max_length=100)
+
+
 class Results(_Doc):
     """``results.json`` of a report folder (:func:`lair.report.folder.write_run_report`)."""
 
@@ -378,6 +438,14 @@ class Results(_Doc):
     bench: Bench
     fingerprint: Fingerprint | None = None
     eval: Evaluation | None = None
+    imported: Imported | None = None
+
+
+def _ascending_ms(times: list[float]) -> list[float]:
+    for i in range(1, len(times)):
+        if times[i] < times[i - 1]:
+            raise ValueError(f"@{i}: must be >= the previous chunk time ({times[i - 1]} ms)")
+    return times
 
 
 class RequestRow(_Doc):
@@ -404,10 +472,41 @@ class RequestRow(_Doc):
     @field_validator("chunk_ms")
     @classmethod
     def _ascending(cls, times: list[float]) -> list[float]:
-        for i in range(1, len(times)):
-            if times[i] < times[i - 1]:
-                raise ValueError(f"@{i}: must be >= the previous chunk time ({times[i - 1]} ms)")
-        return times
+        return _ascending_ms(times)
+
+
+class LoadRow(_Doc):
+    """One line of ``load.jsonl`` (:func:`lair.bench.openloop.load_rows`): ms after the cell's first
+    scheduled send (``scheduled_ms``, ``send_ms``) or after the request's own send (``ttft_ms``,
+    ``chunk_ms``, ``done_ms``)."""
+
+    load: Literal["rate"] = "rate"
+    rate: Annotated[float, Field(gt=0, le=1e6)]
+    step: Annotated[int, Field(ge=0, le=1 << 16)]
+    context: _Count
+    index: _Count
+    scheduled_ms: _Ms
+    send_ms: _Ms | None = None
+    send_error_ms: Annotated[float, Field(ge=-MAX_MS, le=MAX_MS)] | None = None
+    in_flight: _Count = 0
+    ttft_ms: _Ms | None = None
+    done_ms: _Ms | None = None
+    decode_tok_s: _Rate | None = None
+    prompt_tokens: _Count | None = None
+    completion_tokens: _Count | None = None
+    cached_tokens: _Count | None = None
+    status: Annotated[int, Field(ge=0, le=999)] | None = None
+    error: Annotated[str, Field(max_length=MAX_TEXT)] | None = None
+    chunk_ms: list[_Ms] = Field(default_factory=list, max_length=MAX_LIST)
+    chunk_tokens: list[Annotated[float, Field(ge=0, le=1e7)]] = Field(
+        default_factory=list, max_length=MAX_LIST
+    )
+    output_check: Annotated[str, Field(max_length=MAX_TEXT)] = ""
+
+    @field_validator("chunk_ms")
+    @classmethod
+    def _ascending(cls, times: list[float]) -> list[float]:
+        return _ascending_ms(times)
 
 
 class SampleRow(_Doc):

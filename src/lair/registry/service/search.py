@@ -35,7 +35,7 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from lair.errors import RegistryError
+from lair.errors import Invalid
 from lair.registry.db.tables import MEASUREMENTS, RECIPES, REVISIONS, TAGS, visible
 from lair.registry.service.facets import norm_key
 from lair.registry.service.speeds import shown_submitter
@@ -75,8 +75,8 @@ class SearchResult:
     """The last item's sort key and id when more items follow (None: the page holds every match)."""
 
 
-def _bad(name: str, why: str) -> RegistryError:
-    return RegistryError(422, "invalid", f"query parameter {name}: {why}")
+def _bad(name: str, why: str) -> Invalid:
+    return Invalid(why, location=f"query parameter {name}")
 
 
 def parse_int(raw: str | None, name: str, lo: int, hi: int) -> int | None:

@@ -287,7 +287,7 @@ def _stamp_current(engine: Engine, gap: int) -> bool:
 
 RENDERED_BY = (
     "registry/web/templates",
-    "registry/web/render.py",
+    "registry/web/responses.py",
     "registry/service/page.py",
     "registry/service/document.py",
     "registry/service/chart.py",
@@ -295,7 +295,7 @@ RENDERED_BY = (
     "registry/service/markdown.py",
     "registry/service/timefmt.py",
     "registry/service/tiers.py",
-    "registry/service/replication.py",
+    "registry/service/attempts.py",
 )
 """What shapes a stored document's bytes besides the data (below ``lair/``): the templates and the
 view code of the page and the JSON document, and the rules that tier a row and count its replication

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from lair.errors import RegistryError
+from lair.errors import Invalid, RegistryError
 from lair.registry.service.archive import MAX_EXTENSION_BYTES, checksum_ok, octal, pax_records
 
 __all__ = ["Header", "walk"]
@@ -34,8 +34,8 @@ class Header:
     size: int
 
 
-def _invalid(where: str, message: str) -> RegistryError:
-    return RegistryError(422, "invalid", f"{where}: {message}", hint="restore an archive lair wrote")
+def _invalid(where: str, message: str) -> Invalid:
+    return Invalid(message, location=where, hint="restore an archive lair wrote")
 
 
 def _ustar_name(block: bytes) -> bytes:
@@ -96,7 +96,7 @@ def _headers(f: gzip.GzipFile, where: str) -> list[Header]:
 
 
 def walk(path: Path, where: str) -> list[Header]:
-    """Every member of the ``.tar.gz`` at ``path``; ``RegistryError`` 422 for an extended header
+    """Every member of the ``.tar.gz`` at ``path``; ``Invalid`` (422) for an extended header
     over the bounds, a link or any other non-regular member, a name given twice, or a damaged
     stream."""
     try:

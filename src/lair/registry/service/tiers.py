@@ -4,7 +4,8 @@ from its raw timings and held under the roofline of the GPUs its fingerprint nam
 (verified by ``MIN_ACCOUNTS`` or more accounts on ``MIN_RIGS`` or more distinct rigs agreeing within
 ``MAX_SPREAD``).
 
-Verified rows of one revision, context and concurrency form a group. Each rig counts once (its rows
+Verified rows of one revision, context and concurrency form a group (which of its rows are
+independent is :func:`lair.replication.evidence`, the rule quality rows share). Each rig counts once (its rows
 are reduced to their median decode speed), and so does each report (a report is one rig). The
 spread is (max - min) / median of the rigs' decode speeds. A rig fingerprint is what the uploader's
 machine said about itself, so rigs alone prove nothing: one account with two fingerprints is still
@@ -27,11 +28,10 @@ from collections import defaultdict
 from typing import Any
 
 from lair.bench.definitions import percentile
+from lair.replication import MIN_ACCOUNTS, MIN_RIGS, evidence
 
 __all__ = ["MAX_SPREAD", "MIN_ACCOUNTS", "MIN_RIGS", "annotate"]
 
-MIN_RIGS = 2
-MIN_ACCOUNTS = 2
 MAX_SPREAD = 0.10
 """Largest relative spread of decode speeds across rigs that still counts as agreeing (10%)."""
 
@@ -40,21 +40,13 @@ _CHECKED = "verified"
 
 
 def _group_stats(rows: list[dict[str, Any]]) -> tuple[int, int, float | None, int]:
-    """(rigs, accounts, spread, new accounts) of a group's verified rows with a decode speed (an
-    account is new when every row of its in the group was filed while it was new)."""
-    per_rig: dict[str, list[float]] = defaultdict(list)
-    accounts: dict[str, bool] = {}
-    for r in rows:
-        if r.get("decode_tok_s") is not None:
-            per_rig[r.get("rig") or r.get("report_id") or str(r["id"])].append(float(r["decode_tok_s"]))
-            who = str(r.get("submitted_by") or "?")
-            accounts[who] = accounts.get(who, True) and r.get("filer_new") is True
-    new = sum(accounts.values())
-    speeds = [percentile(v, 50) for v in per_rig.values()]
+    """(rigs, accounts, spread, new accounts) of a group's verified rows with a decode speed."""
+    ev = evidence(rows, "decode_tok_s")
+    speeds = [percentile(v, 50) for v in ev.per_rig.values()]
     if len(speeds) < 2:
-        return len(per_rig), len(accounts), None, new
+        return ev.rigs, ev.accounts, None, ev.new_accounts
     mid = percentile(speeds, 50)
-    return len(per_rig), len(accounts), (max(speeds) - min(speeds)) / mid if mid > 0 else None, new
+    return ev.rigs, ev.accounts, (max(speeds) - min(speeds)) / mid if mid > 0 else None, ev.new_accounts
 
 
 def _links(rid: str, files: list[str]) -> dict[str, str]:

@@ -36,10 +36,14 @@ from lair.registry.service.asrun import check_as_run
 from lair.registry.service.bounds import power_reasons, repeats_of, roofline_reasons, spread_reasons
 from lair.registry.service.canonical import recipe_from_canonical
 from lair.registry.service.certificates import summary
+from lair.registry.service.imported_rows import imported_digest, imported_rows
+from lair.registry.service.load_cells import LOAD_FILE, check_load
 from lair.registry.service.noise import noisy_rows
+from lair.registry.service.output_gate import invalid_output_rows
 from lair.registry.service.recompute import NO_CERTIFICATE, Certified, by_cell, check_cells, check_certificate
 from lair.registry.service.report_schema import (
     Fingerprint,
+    LoadRow,
     RequestRow,
     Results,
     SampleRow,
@@ -80,6 +84,8 @@ class Verified:
     run_name: str
     rows: list[dict[str, Any]] = field(default_factory=list)
     quality: list[dict[str, Any]] = field(default_factory=list)
+    load: list[dict[str, Any]] = field(default_factory=list)
+    """Open-loop cells and sweeps, as :func:`.load_cells.check_load` recomputed them."""
 
 
 def rig_fingerprint(fp: dict[str, Any]) -> str:
@@ -107,7 +113,13 @@ def _json(files: dict[str, bytes], name: str, reasons: list[str]) -> Any:
 
 def _rows(files: dict[str, bytes], reasons: list[str], name: str = "requests.jsonl") -> list[dict[str, Any]]:
     """The typed rows of ``requests.jsonl`` (or of the evaluation's samples), with the reasons."""
-    rows, why = parse_rows(files.get(name, b""), name, SampleRow if name == SAMPLES else RequestRow)
+    raw = files.get(name, b"")
+    if name == SAMPLES:
+        rows, why = parse_rows(raw, name, SampleRow)
+    elif name == LOAD_FILE:
+        rows, why = parse_rows(raw, name, LoadRow)
+    else:
+        rows, why = parse_rows(raw, name, RequestRow)
     reasons += why
     return rows
 
@@ -317,18 +329,23 @@ def digest_of(rows: list[dict[str, Any]], doc: dict[str, Any] | None = None, sam
 
 
 def verify_report(files: dict[str, bytes], find_revision: Callable[[str], Found | None]) -> Verified:
-    """The accepted report, or a :class:`RegistryError` (422) listing every reason it was refused."""
+    """The accepted report, or an :class:`~lair.errors.Invalid` (422) listing every reason it was refused."""
     reasons: list[str] = []
     doc, rows = _documents(files, reasons)
     if not doc:
-        raise refuse(422, "report_refused", reasons or ["not a lair run report"])
+        raise refuse("report_refused", reasons or ["not a lair run report"])
     found = _revision(doc, files, find_revision, reasons)
     cells = doc["bench"].get("cells") or []
     quality, eval_reasons = check_eval(doc, files)
-    if cells or not doc.get("eval"):
+    imported = doc.get("imported")  # a peer's figures: nothing of lair's bench to recompute (.imported_rows)
+    load_section = doc["bench"].get("load")
+    if (cells or not (doc.get("eval") or load_section)) and not imported:
         reasons += check_cells(doc["bench"], rows)[1]
+    load_rows = _rows(files, reasons, LOAD_FILE) if LOAD_FILE in files else []
+    load, load_reasons = check_load(load_section, load_rows)
+    reasons += load_reasons
     cert = check_certificate(doc["bench"], doc.get("fingerprint"))
-    reasons += cert.reasons
+    reasons += cert.reasons if not imported else []
     reasons += eval_reasons
     fp = doc.get("fingerprint") or {}
     roof, why = _roofline(recipe_from_canonical(found.toml), fp) if found else (None, "")
@@ -338,9 +355,16 @@ def verify_report(files: dict[str, bytes], find_revision: Callable[[str], Found 
             where = f"cell ctx {cell['context']} x{cell['concurrency']}"
             reasons.append(f"{where}: above 100% of the roofline ({rate['why']})")
     if reasons or found is None:
-        raise refuse(422, "report_refused", reasons)
+        raise refuse("report_refused", reasons)
     bounds = _bounds(roof, cells, rows)
     rows_out = _speed_rows(cells, ratings, why, cert, doc["bench"].get("certificate"), bounds)
     rows_out = noisy_rows(rows_out, cells)  # a noisy cell is never verified (.noise)
+    options = doc["bench"].get("options") or {}
+    rows_out = invalid_output_rows(rows_out, cells, rows, options)  # nor one with invalid answers
     digest = digest_of(rows, doc, files.get(SAMPLES, b""))
-    return Verified(found, digest, rig_fingerprint(fp), fp, str(doc.get("run_name") or ""), rows_out, quality)
+    if imported:
+        rows_out, digest = imported_rows(rows_out, imported, BY_REPORT), imported_digest(imported)
+    if load and not rows:  # an open-loop run alone: its identity is its load rows
+        digest = digest_of(load_rows)
+    run_name = str(doc.get("run_name") or "")
+    return Verified(found, digest, rig_fingerprint(fp), fp, run_name, rows_out, quality, load)

@@ -19,12 +19,12 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from lair.errors import RegistryError
+from lair.errors import RegistryError, Unavailable
 from lair.registry.db.engine import Checkpointer, connect_url, dialect_of, make_engine
 from lair.registry.oauth import Provider, load_providers
 from lair.registry.service.blobs import blob_store
 from lair.registry.service.drawer import ChartDrawer
-from lair.registry.service.outage import Unavailable, unavailable
+from lair.registry.service.outage import unavailable
 from lair.registry.service.stored import Refresher
 from lair.registry.settings import Settings
 from lair.registry.web import matrix_routes, pages, report_routes, routes, writes
@@ -34,7 +34,7 @@ from lair.registry.web.hosts import allowed_hosts as hosts_for
 from lair.registry.web.lists import ChangeLog
 from lair.registry.web.middleware import CacheMiddleware, unavailable_response
 from lair.registry.web.priority import WritePriority
-from lair.registry.web.render import error_response
+from lair.registry.web.responses import error_response
 
 __all__ = ["create_app", "factory"]
 
@@ -50,8 +50,11 @@ def _error(
 
 
 async def _registry_error(request: Request, exc: Exception) -> Response:
+    """The one handler of the registry's typed errors (:mod:`lair.errors`): each class's ``status``
+    and ``code`` into the error envelope (an HTML page off the API); ``Retry-After`` on a 503 that
+    names a wait."""
     assert isinstance(exc, RegistryError)
-    if isinstance(exc, Unavailable):
+    if isinstance(exc, Unavailable) and exc.retry_after is not None:
         return unavailable_response(request.url.path, exc)
     extra = {k: v for k, v in exc.as_dict().items() if k in ("hint", "errors", "reasons")}
     return _error(request, exc.status, exc.code, exc.message, extra)
@@ -261,7 +264,7 @@ def _warm_writes(engine: Any, drawer: ChartDrawer | None = None) -> None:
     from lair.registry.db.tables import RECIPES, REVISIONS, visible
     from lair.registry.service.canonical import canonical, parse_recipe
     from lair.registry.service.chart import chart_store
-    from lair.registry.service.secrets import scan_recipe
+    from lair.registry.service.scrub import scan_recipe
     from lair.registry.service.stored import render_documents
     from lair.report.charts import Chart, Series, render
 

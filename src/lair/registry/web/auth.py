@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import Connection
 from starlette.requests import Request
 
-from lair.errors import RegistryError
+from lair.errors import Forbidden, RateLimited, Unauthorized
 from lair.registry.service.accounts import session_actor, token_actor
 from lair.registry.service.actor import Actor
 from lair.registry.service.outage import unavailable
@@ -61,9 +61,7 @@ def actor_of(request: Request, conn: Connection) -> Actor | None:
         scheme, _, token = auth.partition(" ")
         actor = token_actor(conn, token.strip()) if scheme.lower() == "bearer" else None
         if actor is None:
-            raise RegistryError(
-                401, "unauthorized", "invalid or revoked token", hint="lair registry user add NAME"
-            )
+            raise Unauthorized("invalid or revoked token", hint="lair registry user add NAME")
         return actor
     return session_actor(conn, request.cookies.get(COOKIE))
 
@@ -101,9 +99,7 @@ def check_csrf(request: Request, actor: Actor | None, form_token: str | None = N
         return
     given = form_token or request.headers.get("x-csrf-token") or ""
     if not actor.csrf or not hmac.compare_digest(given, actor.csrf):
-        raise RegistryError(
-            403, "csrf", "missing or wrong CSRF token", hint="reload the page and submit again"
-        )
+        raise Forbidden("missing or wrong CSRF token", code="csrf", hint="reload the page and submit again")
 
 
 MAX_KEY_CHARS = 128
@@ -151,7 +147,7 @@ _LIVE: weakref.WeakSet[RateLimits] = weakref.WeakSet()
 def limit(request: Request, rule: str, *keys: str) -> None:
     """Raise 429 when ``rule`` (e.g. ``"10/minute"``) is exceeded for ``keys`` on this app."""
     if not request.app.state.limits.hit(rule, *keys):
-        raise RegistryError(429, "rate_limited", f"too many requests (limit {rule})", hint="wait a minute")
+        raise RateLimited(f"too many requests (limit {rule})", hint="wait a minute")
 
 
 def write_limit(request: Request) -> str:

@@ -23,9 +23,10 @@ import asyncio
 import hashlib
 import sqlite3
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+from cachetools import LRUCache
 
 from lair.registry.service.stored import DOCUMENT_SQL
 
@@ -92,28 +93,30 @@ class Entry:
 
 
 class ResponseCache:
+    """Rendered responses by key, least-recently-used evicted past ``max_bytes`` of bodies; a body over
+    a quarter of that is not kept (and drops the key's older entry). Used on the event loop only."""
+
     def __init__(self, max_bytes: int = 256 << 20) -> None:
         self.max_bytes = max_bytes
-        self.size = 0
-        self._d: OrderedDict[bytes, Entry] = OrderedDict()
+        self._d: LRUCache[bytes, Entry] = LRUCache(max_bytes, getsizeof=_body_size)
+
+    @property
+    def size(self) -> int:
+        """The bytes of the bodies kept."""
+        return int(self._d.currsize)
 
     def get(self, key: bytes) -> Entry | None:
-        e = self._d.get(key)
-        if e is not None:
-            self._d.move_to_end(key)
-        return e
+        return self._d.get(key)
 
     def put(self, key: bytes, entry: Entry) -> None:
-        old = self._d.pop(key, None)
-        if old is not None:
-            self.size -= len(old.body)
+        self._d.pop(key, None)
         if len(entry.body) > self.max_bytes // 4:
             return
-        self._d[key] = entry
-        self.size += len(entry.body)
-        while self.size > self.max_bytes and self._d:
-            _, gone = self._d.popitem(last=False)
-            self.size -= len(gone.body)
+        self._d[key] = entry  # evicts the least recently used until it fits
+
+
+def _body_size(entry: Entry) -> int:
+    return len(entry.body)
 
 
 def etag_of(body: bytes) -> bytes:

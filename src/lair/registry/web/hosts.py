@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-from lair.registry.web.render import error_response
+from lair.registry.web.responses import error_response
 
 __all__ = [
     "HEALTH_PATH",

@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import anyio.to_thread
+
 from lair.registry.service.changes import Counter, Note
 from lair.registry.service.search import SearchParams, on_page
 from lair.registry.web.cache import VOTE_TTL_S, Entry, Ver
@@ -46,7 +48,10 @@ class Listing:
 
 class ChangeLog:
     """The recipes behind each bump of this process's committed writes, by counter and value; the
-    oldest forgotten past ``KEEP`` values a counter."""
+    oldest forgotten past ``KEEP`` values a counter.
+
+    Not an LRU (so no ``cachetools.LRUCache``): a log in the order of the bumps, its oldest values
+    dropped first whatever was read, and read by ranges of consecutive values under its own lock."""
 
     KEEP = 10_000
 
@@ -104,9 +109,20 @@ def _changed_ids(log: ChangeLog, hit: Entry, current: Ver, now: float) -> tuple[
     return ids, checked
 
 
-def kept(engine: Any, log: ChangeLog, hit: Entry, current: Ver) -> Entry | None:
+def _on_page(engine: Any, listing: Listing, ids: frozenset[int]) -> bool:
+    """Whether one of ``ids`` now belongs on ``listing``'s page (an outage: True, so the route renders
+    it and answers it as it does)."""
+    try:
+        with engine.connect() as conn:
+            return on_page(conn, listing.params, ids, listing.end)
+    except Exception:
+        return True
+
+
+async def kept(engine: Any, log: ChangeLog, hit: Entry, current: Ver) -> Entry | None:
     """``hit`` (a list or search entry whose counters moved) under the current counters, when none
-    of the writes in between changed it; None when it must be rendered again."""
+    of the writes in between changed it; None when it must be rendered again. Its one statement, if
+    any, runs on a worker thread."""
     if not isinstance(hit.listing, Listing):
         return None
     now = time.monotonic()
@@ -118,11 +134,8 @@ def kept(engine: Any, log: ChangeLog, hit: Entry, current: Ver) -> Entry | None:
     if ids & listing.ids:
         return None
     if ids:
-        try:
-            with engine.connect() as conn:
-                if on_page(conn, listing.params, ids, listing.end):
-                    return None
-        except Exception:  # an outage: the route renders it, and answers it as it does
+        changed: bool = await anyio.to_thread.run_sync(_on_page, engine, listing, ids)
+        if changed:
             return None
     votes = current.votes if checked else hit.version[1]
     return replace(hit, version=(current.lists, votes, current.foreign), born=now if checked else hit.born)

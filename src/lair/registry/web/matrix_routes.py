@@ -13,19 +13,19 @@ from starlette.responses import Response
 
 from lair.registry.service.matrix import matrix
 from lair.registry.service.search import parse_int
-from lair.registry.web.render import html, json_response
+from lair.registry.web.responses import html, json_response
 
 __all__ = ["model_matrix", "model_matrix_json", "recipe_matrix", "recipe_matrix_json"]
 
 
 def _flag(raw: str | None) -> bool:
-    from lair.errors import RegistryError
+    from lair.errors import Invalid
 
     if raw in (None, "", "0", "false"):
         return False
     if raw in ("1", "true"):
         return True
-    raise RegistryError(422, "invalid", "query parameter unchecked: must be 0 or 1")
+    raise Invalid("must be 0 or 1", location="query parameter unchecked")
 
 
 def _query(request: Request) -> dict[str, Any]:

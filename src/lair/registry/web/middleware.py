@@ -26,7 +26,7 @@ from lair.registry.web.auth import SECURITY_HEADERS, cross_site
 from lair.registry.web.cache import VOTE_TTL_S, Document, Entry, ResponseCache, Ver, Versions, etag_of
 from lair.registry.web.hosts import HEALTH_PATH, refuse_host
 from lair.registry.web.lists import kept
-from lair.registry.web.render import error_response
+from lair.registry.web.responses import error_response
 
 __all__ = [
     "CACHE_HEADER",
@@ -238,7 +238,7 @@ class CacheMiddleware:
         if hit is not None and _fresh(hit, current, listing):
             await self._send(scope, send, hit)
             return
-        if hit is not None and listing and (same := self._kept(hit, current)) is not None:
+        if hit is not None and listing and (same := await self._kept(hit, current)) is not None:
             cache.put(key, same)  # no write since changed it: kept, counters moved on
             await self._send(scope, send, same)
             return
@@ -246,10 +246,10 @@ class CacheMiddleware:
         version = (current.lists, current.votes, current.foreign) if listing else current.n
         await self.app(scope, receive, _Capture(self, scope, send, key, version))
 
-    def _kept(self, hit: Entry, current: Ver) -> Entry | None:
+    async def _kept(self, hit: Entry, current: Ver) -> Entry | None:
         state = self.app.state
         changes = getattr(state, "changes", None)
-        return None if changes is None else kept(state.engine, changes, hit, current)
+        return None if changes is None else await kept(state.engine, changes, hit, current)
 
     async def _send(self, scope: Scope, send: Any, e: Entry) -> None:
         if _not_modified(scope, e):

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import anyio.to_thread
 import httpx2  # authlib's HTTP client for the calls to the provider
 from authlib.integrations.starlette_client import OAuth, OAuthError
 from joserfc.errors import JoseError
@@ -25,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route, Router
 
-from lair.errors import RegistryError
+from lair.errors import BadGateway, Conflict, NotFound, RegistryError, Unavailable
 from lair.registry.oauth import Provider, state_key
 from lair.registry.service.accounts import rotate_session, session_actor
 from lair.registry.service.identities import Identity, sign_in_external
@@ -73,17 +74,17 @@ def _provider(request: Request) -> tuple[Any, Provider]:
     oauth, providers = request.scope["lair_oauth"]
     name = request.path_params["provider"]
     if name not in providers:
-        raise RegistryError(404, "not_found", f"no sign-in provider {name[:40]!r} is configured here")
+        raise NotFound(f"no sign-in provider {name[:40]!r} is configured here")
     return oauth.create_client(name), providers[name]
 
 
 def _callback_url(request: Request, name: str) -> str:
     base = base_url(request)  # the public URL, or a checked host name: never an unchecked Host
     if not base:
-        raise RegistryError(
-            503,
-            "misconfigured",
+        raise Unavailable(
             "sign-in with a provider needs this registry's own address",
+            code="misconfigured",
+            retry_after=None,
             hint="start it with --public-url URL or --allowed-host NAME",
         )
     return f"{base}/auth/{name}/callback"
@@ -110,7 +111,7 @@ async def callback(request: Request) -> Response:
         limit(request, SIGNIN_LIMITS[0], "signin", _address(request), p.name)
         limit(request, SIGNIN_LIMITS[1], "signin", _address(request))
         who = await _identity(client, p, request)
-        sid = _sign_in(request, who)
+        sid = await anyio.to_thread.run_sync(_sign_in, request, who)  # its statements off the loop
     except RegistryError as exc:
         return _failed(request, p, exc.message, exc.status)
     except OAuthError as exc:
@@ -137,18 +138,18 @@ async def _identity(client: Any, p: Provider, request: Request) -> Identity:
     if p.oidc:
         claims = dict(token.get("userinfo") or {})
         if not claims:
-            raise RegistryError(502, "provider", "no identity token came with the access token")
+            raise BadGateway("no identity token came with the access token")
         if not claims.get("preferred_username"):
             info = dict(await client.userinfo(token=token))
             if str(info.get("sub")) != str(claims.get("sub")):
-                raise RegistryError(502, "provider", "the user endpoint names another user than the token")
+                raise BadGateway("the user endpoint names another user than the token")
             claims |= info
         return Identity(p.name, str(claims["sub"]), str(claims.get("preferred_username") or ""))
     resp = await client.get(p.userinfo_url, token=token)
     resp.raise_for_status()
     user = resp.json()
     if not isinstance(user, dict) or not isinstance(user.get("id"), int | str):
-        raise RegistryError(502, "provider", "the user endpoint sent no user id")
+        raise BadGateway("the user endpoint sent no user id")
     return Identity(p.name, str(user["id"]), str(user.get("login") or ""))
 
 
@@ -159,5 +160,5 @@ def _sign_in(request: Request, who: Identity) -> str:
             actor = sign_in_external(conn, who, session_actor(conn, old))
             sid, _ = rotate_session(conn, actor, old)
     except IntegrityError:
-        raise RegistryError(409, "conflict", "signed in twice at once; try again") from None
+        raise Conflict("signed in twice at once; try again") from None
     return sid

@@ -13,7 +13,7 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from lair.errors import RegistryError
+from lair.errors import NotFound, RegistryError
 from lair.registry.service import community, read
 from lair.registry.service.accounts import (
     authenticate,
@@ -22,9 +22,9 @@ from lair.registry.service.accounts import (
     revoke_session,
     rotate_session,
 )
-from lair.registry.service.secrets import redact
+from lair.registry.service.scrub import redact
 from lair.registry.web.auth import COOKIE, actor_of, check_csrf, limit, write_limit
-from lair.registry.web.render import html
+from lair.registry.web.responses import html
 from lair.registry.web.writes import (
     SIGNIN_LIMITS,
     SIGNUP_LIMIT,
@@ -216,7 +216,7 @@ def vote_post(request: Request, f: dict[str, str]) -> Response:
 def retract_post(request: Request, f: dict[str, str]) -> Response:
     raw = request.path_params["id"]
     if not raw.isdigit() or not 0 < int(raw) < 2**62:
-        raise RegistryError(404, "not_found", f"no measurement {raw[:30]!r}")
+        raise NotFound(f"no measurement {raw[:30]!r}")
     with committed(request.app.state) as conn:
         who, quality = _actor_checked(request, conn, f), request.url.path.startswith("/quality/")
         community.retract(conn, who, int(raw), f.get("reason", ""), quality=quality)
@@ -288,7 +288,7 @@ def token_revoke_post(request: Request, f: dict[str, str]) -> Response:
 
     raw = request.path_params["id"]
     if not raw.isdigit() or not 0 < int(raw) < 2**62:
-        raise RegistryError(404, "not_found", f"no token {raw[:30]!r}")
+        raise NotFound(f"no token {raw[:30]!r}")
     with committed(request.app.state) as conn:
         revoke_token(conn, _actor_checked(request, conn, f), int(raw))
     return _back("/account")

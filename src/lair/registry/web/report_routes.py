@@ -5,7 +5,7 @@ its own (``UPLOAD_THREADS``), never on the event loop, so ``/health`` and every 
 while a hostile archive is refused (:mod:`lair.registry.service.archive` bounds its time and memory).
 
 ``?replicates=SLUG@REV#ROW`` makes the upload a replication attempt of that row
-(:mod:`lair.registry.service.replication`; a malformed or unknown row id is 422).
+(:mod:`lair.registry.service.attempts`; a malformed or unknown row id is 422).
 
 An upload is a write like any other: a signed-in actor (an API token with the ``publish`` scope, or a
 session with its CSRF token), under the write rate limit; the actor becomes the rows' submitter, who
@@ -22,15 +22,15 @@ from starlette.datastructures import State
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lair.errors import RegistryError
+from lair.errors import NotFound, RateLimited
 from lair.registry.service import reports
 from lair.registry.service.actor import Actor
 from lair.registry.service.archive import MAX_ARCHIVE_BYTES, refuse
+from lair.registry.service.attempts import parse_replicates
 from lair.registry.service.outage import Unavailable
 from lair.registry.service.permissions import ensure
-from lair.registry.service.replication import parse_replicates
 from lair.registry.web.auth import actor_of, check_csrf, limit, write_limit
-from lair.registry.web.render import html, json_response
+from lair.registry.web.responses import html, json_response
 from lair.registry.web.writes import committed
 from lair.replication import RowRef
 
@@ -51,14 +51,12 @@ def _uploader(request: Request, actor: Actor | None) -> Actor:
 async def _body(request: Request) -> bytes:
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > MAX_ARCHIVE_BYTES:
-        raise refuse(
-            413, "too_large", [f"archive of {int(length):,} bytes; the limit is {MAX_ARCHIVE_BYTES:,}"]
-        )
+        raise refuse("too_large", [f"archive of {int(length):,} bytes; the limit is {MAX_ARCHIVE_BYTES:,}"])
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > MAX_ARCHIVE_BYTES:
-            raise refuse(413, "too_large", [f"archive over {MAX_ARCHIVE_BYTES:,} bytes"])
+            raise refuse("too_large", [f"archive over {MAX_ARCHIVE_BYTES:,} bytes"])
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -90,21 +88,29 @@ def _limiter() -> anyio.CapacityLimiter:
 
 
 def _accept(state: State, data: bytes, actor: Actor, replicates: RowRef | None = None) -> dict[str, Any]:
-    """Unpack, verify and store in one transaction: the blocking part, run on a worker thread."""
-    with committed(state) as conn:
-        days = state.settings.new_account_days  # an account younger than this is shown as new
-        return reports.submit_report(
-            conn, data, actor=actor, store=state.blobs, replicates=replicates, new_account_days=days
-        )
+    """The blocking part, run on a worker thread: unpack, verify and fetch what a replication
+    compares with (reads only), put the blobs, and only then the write transaction, which holds
+    SQLite's write lock for the inserts alone."""
+    with state.engine.connect() as conn:
+        checked = reports.check_report(conn, data, actor=actor, store=state.blobs, replicates=replicates)
+    reports.put_blobs(state.blobs, checked)
+    days = state.settings.new_account_days  # an account younger than this is shown as new
+    out: dict[str, Any] | None = None
+    try:
+        with committed(state) as conn:
+            out = reports.record_report(conn, state.blobs, checked, new_account_days=days)
+    except BaseException:
+        if out is None:  # the transaction never opened (a failed commit deletes them itself)
+            reports.discard_blobs(state.blobs, checked)
+        raise
+    return out
 
 
 async def _off_loop(
     request: Request, data: bytes, actor: Actor, replicates: RowRef | None = None
 ) -> dict[str, Any]:
     if _IN_FLIGHT.get(actor.name, 0) >= UPLOADS_PER_ACCOUNT:
-        raise RegistryError(
-            429,
-            "rate_limited",
+        raise RateLimited(
             f"{UPLOADS_PER_ACCOUNT} upload of yours is being checked already",
             hint="send the next when it is answered",
         )
@@ -134,9 +140,14 @@ async def _checked(request: Request, data: bytes, actor: Actor, replicates: RowR
         limiter.release()
 
 
-async def submit(request: Request) -> Response:
+def _signed_uploader(request: Request) -> Actor:
     with request.app.state.engine.connect() as conn:
-        actor = _uploader(request, actor_of(request, conn))  # early, before reading a body of up to 16 MiB
+        return _uploader(request, actor_of(request, conn))
+
+
+async def submit(request: Request) -> Response:
+    # the actor early, before reading a body of up to 16 MiB; its lookup on a worker thread
+    actor = await anyio.to_thread.run_sync(_signed_uploader, request)
     replicates = parse_replicates(request.query_params.get("replicates"))  # a bad row id: 422 before the body
     data = await _body(request)
     out = await _off_loop(request, data, actor, replicates)
@@ -150,7 +161,7 @@ def _report(request: Request) -> tuple[dict[str, Any], str | None]:
     stem, dot, ext = name.rpartition(".")
     rid, ext_or_none = (stem, ext) if dot else (name, None)
     if ext_or_none not in (None, "json"):
-        raise RegistryError(404, "not_found", f"no such format: .{ext_or_none}", hint="use .json")
+        raise NotFound(f"no such format: .{ext_or_none}", hint="use .json")
     with request.app.state.engine.connect() as conn:
         return reports.get_report(conn, rid), ext_or_none
 

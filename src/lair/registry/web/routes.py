@@ -1,14 +1,16 @@
 """Routes: parse the request, call one service function, render. Every page has a JSON twin.
 
-The handlers that read the database or render are plain functions, which Starlette runs on its
-thread pool: a slow one (an older revision's page drawing its chart, fit and cost pages, llms.txt over
-every recipe) never holds up the event loop and the requests it serves meanwhile. The stored
-documents are read before any route, in the ASGI front (:mod:`~lair.registry.web.middleware`).
-
-Lists and searches (``home``, ``api_list``) stay on the loop, measured: one indexed statement built
-once per shape, a few milliseconds, and at 10 writes/s with 32 connections the thread pool's hop and
-GIL hand-offs cost more than they save (filtered search 1,819 and 2,486 req/s, p99 101 and 80 ms, on
-the pool; 3,613 req/s, p99 38.9 ms, on the loop; one machine, one file, 15 s each)."""
+Every handler that reads the database or renders is a plain function, which Starlette's dispatch
+runs on its thread pool (``anyio``'s worker threads): no statement, pool checkout or render ever runs
+on the event loop, so a slow one (a search waiting for one of the pool's connections, an older
+revision's page drawing its chart, llms.txt over every recipe) never holds up the requests served
+meanwhile. The stored documents are read before any route, in the ASGI front
+(:mod:`~lair.registry.web.middleware`), without blocking the loop (SQLite: one indexed read on the
+loop's own connection; PostgreSQL: async psycopg). Lists and searches ran on the loop until
+``benchmarks/registry_loop_ab.py`` measured both (results/registry_loop_ab.md, PostgreSQL, 2,000
+recipes): with the pool's 8 connections held by searches, a stored recipe JSON took 2.7 s on the loop
+and 3 ms with the searches on the thread pool; filtered searches at 10 writes/s 2,885 -> 3,541 req/s.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from sqlalchemy import Connection, Engine
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lair.errors import RegistryError
+from lair.errors import Invalid, NotFound, RegistryError
 from lair.recipe import export_text
 from lair.registry.service import read, search
 from lair.registry.service.document import cost_document, recipe_document, revision_document
@@ -32,13 +34,13 @@ from lair.registry.service.fitting import fit_for, gpu_choices
 from lair.registry.service.llms import llms_txt
 from lair.registry.service.outage import unavailable
 from lair.registry.service.page import recipe_page
-from lair.registry.service.placeholders import render_with
+from lair.registry.service.rig_values import render_with
 from lair.registry.web.auth import actor_of
 from lair.registry.web.cache import VERSION_SQL
 from lair.registry.web.hosts import base_url
 from lair.registry.web.lists import Listing
 from lair.registry.web.openapi import openapi_document
-from lair.registry.web.render import html, json_response, text
+from lair.registry.web.responses import html, json_response, text
 
 __all__ = [
     "api_list",
@@ -84,15 +86,13 @@ def _split(name: str, allowed: tuple[str, ...]) -> tuple[str, str | None]:
     if not dot:
         return name, None
     if ext not in allowed:
-        raise RegistryError(
-            404, "not_found", f"no such format: .{ext}", hint="use " + ", ".join("." + a for a in allowed)
-        )
+        raise NotFound(f"no such format: .{ext}", hint="use " + ", ".join("." + a for a in allowed))
     return stem, ext
 
 
 def _revision_number(raw: str) -> int:
     if not raw.isdigit() or not 1 <= int(raw) <= 10**9:
-        raise RegistryError(404, "not_found", f"no revision {raw!r}", hint="revisions are numbered 1, 2, ...")
+        raise NotFound(f"no revision {raw!r}", hint="revisions are numbered 1, 2, ...")
     return int(raw)
 
 
@@ -113,7 +113,7 @@ def _list_doc(request: Request, res: search.SearchResult) -> dict[str, Any]:
     return {"ok": True, "items": items, "count": len(items), "next_cursor": res.next_cursor}
 
 
-async def home(request: Request) -> Response:
+def home(request: Request) -> Response:
     res = _search(request)
     q = request.query_params
     ctx: dict[str, Any] = {
@@ -130,7 +130,7 @@ async def home(request: Request) -> Response:
     return html("list.html", ctx, cacheable=ctx["me"] is None)
 
 
-async def api_list(request: Request) -> Response:
+def api_list(request: Request) -> Response:
     return json_response(_list_doc(request, _search(request)))
 
 
@@ -160,7 +160,7 @@ def recipe(request: Request) -> Response:
 def api_recipe(request: Request) -> Response:
     slug, ext = _split(request.path_params["name"], ("json", "toml", "yaml"))
     if ext is None:
-        raise RegistryError(404, "not_found", "name a format", hint=f"/api/v1/recipes/{slug}.json")
+        raise NotFound("name a format", hint=f"/api/v1/recipes/{slug}.json")
     with _conn(request) as conn:
         rec = read.get_recipe(conn, slug)
     if ext == "json":
@@ -206,9 +206,7 @@ def placeholders(request: Request) -> Response:
 def placeholders_json(request: Request) -> Response:
     _, out = _placeholders(request)
     if not out.ok:
-        raise RegistryError(
-            422,
-            "invalid",
+        raise Invalid(
             "some placeholder values are not valid",
             hint="; ".join(f"{k}: {v}" for k, v in out.errors.items()),
         )
@@ -234,7 +232,7 @@ def fit(request: Request) -> Response:
 def fit_json(request: Request) -> Response:
     _, out = _fit(request)
     if out is None:
-        raise RegistryError(422, "invalid", "query parameter gpu: required", hint="e.g. ?gpu=H200&gpus=2")
+        raise Invalid("required", location="query parameter gpu", hint="e.g. ?gpu=H200&gpus=2")
     return json_response(out)
 
 

@@ -13,14 +13,14 @@ from starlette.datastructures import State
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lair.errors import RegistryError
+from lair.errors import Invalid, NotFound, TooLarge
 from lair.registry.service import community
 from lair.registry.service.accounts import check_name
 from lair.registry.service.actor import Actor
 from lair.registry.service.changes import recording
 from lair.registry.service.permissions import need
 from lair.registry.web.auth import actor_of, check_csrf, limit, write_limit
-from lair.registry.web.render import json_response
+from lair.registry.web.responses import json_response
 
 __all__ = ["committed", "create_recipe", "create_revision", "diff", "fork", "retract", "vote"]
 
@@ -34,20 +34,20 @@ async def _json_body(request: Request) -> dict[str, Any]:
     async for chunk in request.stream():
         body += chunk
         if len(body) > MAX_BODY:
-            raise RegistryError(413, "too_large", f"a request body is at most {MAX_BODY // 1024} KiB")
+            raise TooLarge(f"a request body is at most {MAX_BODY // 1024} KiB")
     try:
         data = orjson.loads(body or b"{}")
     except orjson.JSONDecodeError:
-        raise RegistryError(422, "invalid", "the body is not JSON") from None
+        raise Invalid("the body is not JSON") from None
     if not isinstance(data, dict):
-        raise RegistryError(422, "invalid", "the body is a JSON object")
+        raise Invalid("the body is a JSON object")
     return data
 
 
 def _str(data: dict[str, Any], key: str, required: bool = True) -> str:
     v = data.get(key, None if required else "")
     if not isinstance(v, str) or (required and not v):
-        raise RegistryError(422, "invalid", f"{key}: a string is required")
+        raise Invalid("a string is required", location=key)
     return v
 
 
@@ -120,7 +120,7 @@ async def retract(request: Request) -> Response:
     data = await _json_body(request)
     raw, reason = request.path_params["id"], _str(data, "reason")
     if not raw.isdigit() or not 0 < int(raw) < 2**62:
-        raise RegistryError(404, "not_found", f"no measurement {raw[:30]!r}")
+        raise NotFound(f"no measurement {raw[:30]!r}")
     quality = request.url.path.startswith("/api/v1/quality/")
     await _run(request, lambda c, a: community.retract(c, a, int(raw), reason, quality=quality))
     return json_response({"ok": True, "retracted": int(raw)}, cacheable=False)
@@ -145,7 +145,7 @@ def diff(request: Request) -> Response:
     a = parse_int(q.get("from"), "from", 1, 10**9)
     b = parse_int(q.get("to"), "to", 1, 10**9)
     if a is None or b is None:
-        raise RegistryError(422, "invalid", "query parameters from and to are required")
+        raise Invalid("query parameters from and to are required")
     with request.app.state.engine.connect() as conn:
         text = community.diff(conn, request.path_params["slug"], a, b)
     return json_response({"ok": True, "from": a, "to": b, "diff": text})
@@ -183,9 +183,9 @@ async def sign_up(request: Request) -> Response:
 
     data = await _json_body(request)
     name, password = _str(data, "name"), _str(data, "password")
-    limit(request, SIGNUP_LIMIT, "signup", _address(request))
 
-    def made() -> tuple[str, str]:  # argon2 (about 0.25 s) on a worker thread, never on the loop
+    def made() -> tuple[str, str]:  # the limit's Redis and argon2 (about 0.25 s) on a worker thread
+        limit(request, SIGNUP_LIMIT, "signup", _address(request))
         with committed(request.app.state) as conn:
             create_user(conn, name, password)
             return create_session(conn, authenticate(conn, name, password))
@@ -204,10 +204,10 @@ async def sign_in(request: Request) -> Response:
     data = await _json_body(request)
     name, password = _str(data, "name"), _str(data, "password")
     check_name(name)  # before it is a rate limit's key
-    limit(request, SIGNIN_LIMITS[0], "signin", _address(request), name)
-    limit(request, SIGNIN_LIMITS[1], "signin", _address(request))
 
-    def signed_in() -> tuple[Actor, str, str]:  # argon2 on a worker thread, never on the loop
+    def signed_in() -> tuple[Actor, str, str]:  # the limits' Redis and argon2 on a worker thread
+        limit(request, SIGNIN_LIMITS[0], "signin", _address(request), name)
+        limit(request, SIGNIN_LIMITS[1], "signin", _address(request))
         with committed(request.app.state) as conn:
             actor = authenticate(conn, name, password)
             return actor, *rotate_session(conn, actor, request.cookies.get(COOKIE))
@@ -256,7 +256,7 @@ async def revoke_token(request: Request) -> Response:
 
     raw = request.path_params["id"]
     if not raw.isdigit() or not 0 < int(raw) < 2**62:
-        raise RegistryError(404, "not_found", f"no token {raw[:30]!r}")
+        raise NotFound(f"no token {raw[:30]!r}")
 
     await _run(request, lambda c, a: revoke(c, a, int(raw)))
     return json_response({"ok": True, "revoked": int(raw)}, cacheable=False)

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from lair.errors import ConfigError
-from lair.plan.model import DETECT, NodePlan, Plan, Stage, Step
 from lair.plan.resources import gpus_per_node
+from lair.plan.steps import DETECT, NodePlan, Plan, Stage, Step
 
 if TYPE_CHECKING:
     from lair.recipe import Hook, Mount, Recipe

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from lair.errors import ConfigError
-from lair.plan.model import NodePlan, Plan, Stage, Step
 from lair.plan.resources import gpus_per_node
+from lair.plan.steps import NodePlan, Plan, Stage, Step
 
 if TYPE_CHECKING:
     from lair.recipe import Recipe

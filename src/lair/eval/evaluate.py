@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from lair.errors import EvalError
 from lair.eval import sandbox
-from lair.eval.model import EvalOptions, EvalResult, RepeatResult, SuiteResult
+from lair.eval.records import EvalOptions, EvalResult, RepeatResult, SuiteResult
 from lair.eval.suites import SuiteSpec, resolve_suite
 
 __all__ = ["run_eval", "served_model"]

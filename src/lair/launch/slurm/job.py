@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from lair.inventory import Cluster, Node
     from lair.launch.journal import Journal, RunRecord
     from lair.launch.node import Progress
+    from lair.launch.outcome import LaunchResult, OnReady
     from lair.launch.resolve import Prepared, Request
-    from lair.launch.result import LaunchResult, OnReady
     from lair.plan import Plan
     from lair.recipe import Recipe
 
@@ -83,7 +83,7 @@ def _allocated(job: SlurmJob, names: list[str]) -> list[Node]:
 
 
 def _settings(c: Cluster) -> Any:
-    from lair.plan.slurm import SlurmJobSettings
+    from lair.plan.sbatch import SlurmJobSettings
 
     s = c.slurm
     assert s is not None
@@ -102,7 +102,7 @@ def _write(path: Path, text: str | bytes, mode: int) -> None:
 
 def _write_plan(plan: Plan, recipe: Recipe, c: Cluster, job_dir: Path) -> None:
     from lair.launch.node import env_file_text
-    from lair.plan.slurm import node_scripts
+    from lair.plan.sbatch import node_scripts
 
     settings = _settings(c)
     scripts, copies = node_scripts(plan, recipe, settings, str(job_dir))
@@ -123,7 +123,7 @@ def _write_plan(plan: Plan, recipe: Recipe, c: Cluster, job_dir: Path) -> None:
 
 
 def _submit_main(plan: Plan, recipe: Recipe, c: Cluster, job_dir: Path) -> int:
-    from lair.plan.slurm import heterogeneous, main_script, pyxis_options, sbatch_options
+    from lair.plan.sbatch import heterogeneous, main_script, pyxis_options, sbatch_options
 
     settings = _settings(c)
     extra = ""
@@ -143,7 +143,7 @@ def settings_conf(c: Cluster) -> str | None:
 
 
 def _submit_epilogue(job: SlurmJob, c: Cluster, nodes: list[Node]) -> int:
-    from lair.plan.slurm import epilogue_script
+    from lair.plan.sbatch import epilogue_script
 
     s = _settings(c)
     opts = [f"--nodes={len(nodes)}", "--ntasks-per-node=1", f"--nodelist={','.join(n.name for n in nodes)}"]
@@ -300,8 +300,8 @@ def _new_run(req: Request, c: Cluster, progress: Progress) -> tuple[_Run, Prepar
 
 def _place(run: _Run, dry: Prepared) -> None:
     """The allocation's nodes become the plan's; the node scripts are written; the job goes on."""
+    from lair.launch.outcome import node_records
     from lair.launch.resolve import prepare, rendered_recipe
-    from lair.launch.result import node_records
 
     nodes = _allocated(run.job, _wait_nodes(run))
     req = dataclasses.replace(run.req, place=lambda _r, _id: nodes, run_id=run.record.run_id)
@@ -335,7 +335,7 @@ def _serve(run: _Run) -> str:
 def launch_slurm(
     req: Request, c: Cluster, *, detach: bool, progress: Progress, on_ready: OnReady | None
 ) -> LaunchResult:
-    from lair.launch.result import LaunchResult
+    from lair.launch.outcome import LaunchResult
 
     run, dry = _new_run(req, c, progress)
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
@@ -410,7 +410,7 @@ def _with_after_stop(msg: str, run: _Run, problems: list[str]) -> str:
 def slurm_plan(req: Request, c: Cluster) -> tuple[Prepared, str]:
     """What ``lair plan`` shows for a Slurm cluster: the plan on placeholder nodes, the main job."""
     from lair.launch.resolve import rendered_recipe
-    from lair.plan.slurm import heterogeneous, main_script, sbatch_options
+    from lair.plan.sbatch import heterogeneous, main_script, sbatch_options
 
     prep = prepare_placeholders(req)
     opts = sbatch_options(rendered_recipe(prep, req), _settings(c))

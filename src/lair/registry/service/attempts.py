@@ -32,7 +32,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
-from lair.errors import RegistryError
+from lair.errors import Invalid
 from lair.registry.db.schema import ReplicationAttempt
 from lair.registry.db.tables import MEASUREMENTS, RECIPES, REVISIONS, USERS, visible
 from lair.registry.db.version import now
@@ -54,6 +54,7 @@ __all__ = [
     "record_attempts",
     "rig_label",
     "row_id",
+    "target_stats",
     "with_attempts",
 ]
 
@@ -75,8 +76,8 @@ def parse_replicates(raw: str | None) -> RowRef | None:
     try:
         return parse_row_id(raw.strip())
     except ValueError as exc:
-        raise RegistryError(
-            422, "invalid", f"query parameter {PARAM}: {exc}", reasons=[f"query.{PARAM}: {exc}"]
+        raise Invalid(
+            str(exc), location=f"query parameter {PARAM}", reasons=[f"query.{PARAM}: {exc}"]
         ) from None
 
 
@@ -121,8 +122,8 @@ def not_counted(
 _FIGURES = ("prefill_tok_s", "decode_tok_s", "decode_tok_s_per_stream", "ttft_ms")
 
 
-def _bad(why: str) -> RegistryError:
-    return RegistryError(422, "invalid", f"query parameter {PARAM}: {why}", reasons=[f"query.{PARAM}: {why}"])
+def _bad(why: str) -> Invalid:
+    return Invalid(why, location=f"query parameter {PARAM}", reasons=[f"query.{PARAM}: {why}"])
 
 
 def check_targets(conn: Connection, ref: RowRef) -> list[Target]:
@@ -164,7 +165,8 @@ def check_cells(
         )
 
 
-def _target_stats(store: BlobStore, t: Target) -> dict[str, Any] | None:
+def target_stats(store: BlobStore, t: Target) -> dict[str, Any] | None:
+    """The figures of ``t``'s cell from its report's raw files (None: a row typed by its author)."""
     if t.report_id is None:  # a row typed by its author: the band of its own value
         return None
     where = f"reports/{t.report_id}"
@@ -177,20 +179,26 @@ _CELL_KEYS = {"decode_tok_s": "decode_tok_s_aggregate", "ttft_ms": "ttft_ms_p50"
 
 
 def record_attempts(
-    conn: Connection, store: BlobStore, targets: list[Target], report_id: str, rig: str, user_id: int | None
+    conn: Connection,
+    targets: list[Target],
+    stats: list[dict[str, Any] | None],
+    report_id: str,
+    rig: str,
+    user_id: int | None,
 ) -> list[dict[str, Any]]:
-    """Compare each target with the stored report's row of its cell and store the attempts; what the
-    upload's answer says of each (row id, outcome, figures)."""
+    """Compare each target (with its figures, ``stats``: :func:`target_stats`, read before the write
+    transaction) with the stored report's row of its cell and store the attempts; what the upload's
+    answer says of each (row id, outcome, figures)."""
     m = MEASUREMENTS
     mine = {
         (r.context, r.concurrency): r
         for r in conn.execute(sa.select(m).where(m.c.report_id == report_id).order_by(m.c.id))
     }
     out = []
-    for t in targets:
+    for t, t_stats in zip(targets, stats, strict=True):
         a = mine[(t.context, t.concurrency)]
         yours = {_CELL_KEYS.get(k, k): getattr(a, k) for k in _FIGURES}
-        comps = compare(t.figures, _target_stats(store, t), yours)
+        comps = compare(t.figures, t_stats, yours)
         outcome = verdict(comps)
         decode = next((c.delta_pct for c in comps if c.metric == "decode_tok_s"), None)
         doc = [c.as_dict() for c in comps]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from lair.plan.model import DETECT, NodePlan, Plan, Step
+from lair.plan.steps import DETECT, NodePlan, Plan, Step
 
 __all__ = ["render_text"]
 

@@ -42,7 +42,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from lair.errors import Issue, RecipeError, RegistryError
+from lair.errors import Invalid, Issue, RecipeError
 from lair.recipe import is_secret_name
 from lair.recipe.placeholders import find_refs
 from lair.recipe.source import Key, Locator, read_text
@@ -217,7 +217,7 @@ def refuse_issues(issues: list[Issue], what: str = "a secret was found") -> None
     if not issues:
         return
     where = "; ".join(_where(i) for i in issues)
-    raise RegistryError(422, "secret", f"{what}: {where}", hint=HINT, errors=issues)
+    raise Invalid(f"{what}: {where}", code="secret", hint=HINT, errors=issues)
 
 
 def refuse_secrets(**fields: str) -> None:
@@ -291,7 +291,7 @@ def screen_report(files: Mapping[str, bytes]) -> dict[str, bytes]:
     if issues:
         reasons = [_where(i) for i in issues]
         hint = "remove it and upload again: the registry does not edit the files its checks cover"
-        raise RegistryError(
-            422, "secret", "report refused: " + "; ".join(reasons), hint=hint, errors=issues, reasons=reasons
+        raise Invalid(
+            "report refused: " + "; ".join(reasons), code="secret", hint=hint, errors=issues, reasons=reasons
         )
     return out

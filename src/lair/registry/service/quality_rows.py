@@ -22,7 +22,7 @@ from sqlalchemy import Connection
 from lair.bench.definitions import percentile
 from lair.registry.db.tables import QUALITY, REVISIONS, USERS
 from lair.registry.service.speeds import shown_submitter
-from lair.registry.service.tiers import MIN_ACCOUNTS, MIN_RIGS
+from lair.replication import Evidence, evidence
 
 __all__ = ["MAX_QUALITY_SPREAD", "annotate_quality", "quality_rows"]
 
@@ -54,15 +54,11 @@ def _row(r: Any) -> dict[str, Any]:
     }
 
 
-def _rigs(rows: list[dict[str, Any]]) -> tuple[int, int, float | None]:
-    """(rigs, accounts, spread) of a group's verified rows (accounts as :mod:`.tiers` counts them)."""
-    per_rig: dict[str, list[float]] = defaultdict(list)
-    accounts: set[str] = set()
-    for r in rows:
-        per_rig[r["rig"] or r["report_id"]].append(float(r["score"]))
-        accounts.add(str(r.get("submitted_by") or "?"))
-    scores = [percentile(v, 50) for v in per_rig.values()]
-    return len(scores), len(accounts), (max(scores) - min(scores)) if len(scores) > 1 else None
+def _rigs(rows: list[dict[str, Any]]) -> tuple[Evidence, float | None]:
+    """The evidence and spread of a group's verified rows (:func:`lair.replication.evidence`)."""
+    ev = evidence(rows, "score")
+    scores = [percentile(v, 50) for v in ev.per_rig.values()]
+    return ev, (max(scores) - min(scores)) if len(scores) > 1 else None
 
 
 def _links(rid: str) -> dict[str, str]:
@@ -88,11 +84,10 @@ def annotate_quality(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if r["provenance"] != "verified":
             out.append(r | {"tier": r["provenance"], "rigs": None, "spread": None, "links": links})
             continue
-        rigs, accounts, spread = _rigs(groups.get(tuple(r[k] for k in key), []))
-        agree = rigs >= MIN_RIGS and accounts >= MIN_ACCOUNTS
-        agree = agree and spread is not None and spread <= MAX_QUALITY_SPREAD
+        ev, spread = _rigs(groups.get(tuple(r[k] for k in key), []))
+        agree = ev.enough and spread is not None and spread <= MAX_QUALITY_SPREAD
         tier = "replicated" if agree and not r["retracted"] else "verified"
-        out.append(r | {"tier": tier, "rigs": rigs, "spread": spread, "links": links})
+        out.append(r | {"tier": tier, "rigs": ev.rigs, "spread": spread, "links": links})
     return out
 
 
