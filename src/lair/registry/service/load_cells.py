@@ -31,7 +31,7 @@ from lair.bench.load import load_figures, sweep_summary
 from lair.bench.slo import SloTerm, parse_slo
 from lair.errors import ConfigError
 
-__all__ = ["LOAD_FILE", "REL_TOL", "check_load"]
+__all__ = ["LOAD_FILE", "REL_TOL", "check_load", "same_figure"]
 
 LOAD_FILE = "load.jsonl"
 REL_TOL = 2e-3
@@ -153,7 +153,7 @@ def check_load(
         where = f"load sweep at ctx {ctx}"
         again = sweep_summary(per_context.get(ctx, []), slo, section.get("user_speed"))
         for part in ("knee", "max_goodput", "users"):
-            if not _same(sw.get(part), again[part]):
+            if not same_figure(sw.get(part), again[part]):
                 reasons.append(f"{where}: {part} {sw.get(part)!r} but the cells give {again[part]!r}")
         summary = again | {"stopped": str(sw.get("stopped") or "")}
         out.append({"kind": "sweep", "context": ctx, "step": None, "offered_rate": None, "cache": "cold",
@@ -176,9 +176,11 @@ def _flags(figures: dict[str, Any], cell: dict[str, Any]) -> set[str]:
     return flags
 
 
-def _same(a: Any, b: Any) -> bool:
+def same_figure(a: Any, b: Any) -> bool:
+    """Whether a claimed figure (a number, or a dict of them, nested) is its recomputation within
+    rounding; other values must be equal."""
     if isinstance(a, dict) and isinstance(b, dict):
-        return set(a) == set(b) and all(_same(a[k], b[k]) for k in a)
+        return set(a) == set(b) and all(same_figure(a[k], b[k]) for k in a)
     if isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool):
         return _close(a, b)
     return bool(a == b)

@@ -1,5 +1,6 @@
 """A recipe's open-loop load results: the cells and sweep headlines the registry recomputed from the
-reports' ``load.jsonl`` (:mod:`.load_cells`), grouped by report and context for the page and the JSON
+reports' ``load.jsonl`` (:mod:`.load_cells`), and its warm multi-turn cells from ``sessions.jsonl``
+(:mod:`.warm_cells`), grouped by report and context for the page and the JSON
 document. Each group is one run on one rig: rate cells in rising offered rate, the sweep's knee,
 max goodput under its SLO and users at a speed, and a throughput-vs-latency chart per context. They
 are shown apart from the speed table: a load cell answers "how much traffic", the speed table "how
@@ -46,6 +47,10 @@ _READ = (
 
 
 def _cell(r: Any) -> dict[str, Any]:
+    if r.kind == "warm":  # no step or offered rate: a closed-loop conversation
+        extra = {"cache": r.cache, "flags": json.loads(r.flags), "provenance": r.provenance, "note": r.note}
+        figures: dict[str, Any] = json.loads(r.figures)
+        return extra | figures
     return {
         "context": r.context,
         "step": r.step,
@@ -57,6 +62,13 @@ def _cell(r: Any) -> dict[str, Any]:
         **json.loads(r.figures),
     }
 
+
+_ROWS = {
+    "rate": ("rows", "load.jsonl"),
+    "sweep": ("rows", "load.jsonl"),
+    "warm": ("sessions", "sessions.jsonl"),
+}
+"""The link to a kind of stored cell's raw rows."""
 
 _AT_0017: weakref.WeakSet[Engine] = weakref.WeakSet()
 
@@ -90,17 +102,17 @@ def load_view(conn: Connection, recipe_id: int) -> list[dict[str, Any]]:
                 "rig": r.rig_fingerprint,
                 "submitted_by": r.submitted_by_name,
                 "created_at": iso(r.created_at),
-                "links": {
-                    "report": f"/reports/{r.report_id}",
-                    "rows": f"/reports/{r.report_id}/files/load.jsonl",
-                },
+                "links": {"report": f"/reports/{r.report_id}"},
             },
         )
+        rep["links"][_ROWS[r.kind][0]] = f"/reports/{r.report_id}/files/{_ROWS[r.kind][1]}"
         group = contexts[rep["report_id"]].setdefault(
-            r.context, {"context": r.context, "cells": [], "sweep": None}
+            r.context, {"context": r.context, "cells": [], "sweep": None, "warm": None}
         )
         if r.kind == "sweep":
             group["sweep"] = json.loads(r.figures)
+        elif r.kind == "warm":
+            group["warm"] = _cell(r) | {"context": r.context}
         else:
             group["cells"].append(_cell(r))
     out = []

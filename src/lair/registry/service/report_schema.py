@@ -31,6 +31,7 @@ __all__ = [
     "RequestRow",
     "Results",
     "SampleRow",
+    "SessionRow",
     "parse_document",
     "parse_rows",
 ]
@@ -354,11 +355,36 @@ class LoadSection(_Doc):
     sweeps: list[LoadSweep] = Field(default_factory=list, max_length=1024)
 
 
+class WarmCell(_Doc):
+    """One warm multi-turn cell of ``bench.sessions`` (:mod:`lair.bench.sessions`): its shape, its
+    engine-counter reading and its flags; the figures are recomputed from ``sessions.jsonl``."""
+
+    context: _Count
+    sessions: Annotated[int, Field(ge=1, le=4096)]
+    turns: Annotated[int, Field(ge=1, le=1024)]
+    turn_tokens: _Count
+    cache: Literal["warm"] = "warm"
+    counter_hit_tokens: Annotated[float, Field(ge=0, le=1e15)] | None = None
+    counter_metric: Annotated[str, Field(max_length=200)] | None = None
+    client_cpu_fraction: Annotated[float, Field(ge=0, le=1e6)] | None = None
+    flags: list[Annotated[str, Field(max_length=100)]] = Field(default_factory=list, max_length=100)
+
+
+class SessionSection(_Doc):
+    """``bench.sessions`` (:func:`lair.bench.sessions.run_sessions`): one warm cell per context."""
+
+    sessions: Annotated[int, Field(ge=1, le=4096)]
+    turns: Annotated[int, Field(ge=1, le=1024)]
+    turn_tokens: _Count
+    cells: list[WarmCell] = Field(default_factory=list, max_length=1024)
+
+
 class Bench(_Doc):
     options: Options = Field(default_factory=Options)
     cells: list[Cell] = Field(default_factory=list, max_length=4096)
     certificate: RunCertificate | None = None
     load: LoadSection | None = None
+    sessions: SessionSection | None = None
 
 
 class RecipeInfo(_Doc):
@@ -495,6 +521,36 @@ class LoadRow(_Doc):
     prompt_tokens: _Count | None = None
     completion_tokens: _Count | None = None
     cached_tokens: _Count | None = None
+    status: Annotated[int, Field(ge=0, le=999)] | None = None
+    error: Annotated[str, Field(max_length=MAX_TEXT)] | None = None
+    chunk_ms: list[_Ms] = Field(default_factory=list, max_length=MAX_LIST)
+    chunk_tokens: list[Annotated[float, Field(ge=0, le=1e7)]] = Field(
+        default_factory=list, max_length=MAX_LIST
+    )
+    output_check: Annotated[str, Field(max_length=MAX_TEXT)] = ""
+
+    @field_validator("chunk_ms")
+    @classmethod
+    def _ascending(cls, times: list[float]) -> list[float]:
+        return _ascending_ms(times)
+
+
+class SessionRow(_Doc):
+    """One line of ``sessions.jsonl`` (:mod:`lair.bench.sessions`): ms after the cell's first send
+    (``send_ms``) or after the request's own send (``ttft_ms``, ``chunk_ms``, ``done_ms``)."""
+
+    load: Literal["session"] = "session"
+    context: _Count
+    session: Annotated[int, Field(ge=0, le=4096)]
+    turn: Annotated[int, Field(ge=0, le=1024)]
+    send_ms: _Ms | None = None
+    ttft_ms: _Ms | None = None
+    done_ms: _Ms | None = None
+    decode_tok_s: _Rate | None = None
+    prompt_tokens: _Count | None = None
+    completion_tokens: _Count | None = None
+    cached_tokens: _Count | None = None
+    declared_reuse_tokens: _Count = 0
     status: Annotated[int, Field(ge=0, le=999)] | None = None
     error: Annotated[str, Field(max_length=MAX_TEXT)] | None = None
     chunk_ms: list[_Ms] = Field(default_factory=list, max_length=MAX_LIST)

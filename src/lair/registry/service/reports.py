@@ -61,7 +61,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _KEPT = re.compile(
-    r"^(results\.json|requests\.jsonl|load\.jsonl|fingerprint\.json|report\.md|eval_samples\.jsonl"
+    r"^(results\.json|requests\.jsonl|load\.jsonl|sessions\.jsonl|fingerprint\.json|report\.md"
+    r"|eval_samples\.jsonl"
     r"|[\w.-]+\.recipe\.toml"
     r"|logs/[\w.-]+\.log)$"
 )

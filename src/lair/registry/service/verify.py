@@ -47,11 +47,13 @@ from lair.registry.service.report_schema import (
     RequestRow,
     Results,
     SampleRow,
+    SessionRow,
     loads,
     parse_document,
     parse_rows,
 )
 from lair.registry.service.rescore import SAMPLES, check_eval
+from lair.registry.service.warm_cells import SESSIONS_FILE, check_sessions
 
 __all__ = ["BY_REPORT", "VERIFIED", "Found", "Verified", "rig_fingerprint", "row_tier", "verify_report"]
 
@@ -85,7 +87,8 @@ class Verified:
     rows: list[dict[str, Any]] = field(default_factory=list)
     quality: list[dict[str, Any]] = field(default_factory=list)
     load: list[dict[str, Any]] = field(default_factory=list)
-    """Open-loop cells and sweeps, as :func:`.load_cells.check_load` recomputed them."""
+    """Open-loop cells and sweeps, as :func:`.load_cells.check_load` recomputed them, and warm
+    multi-turn cells (kind ``warm``), as :func:`.warm_cells.check_sessions` did."""
 
 
 def rig_fingerprint(fp: dict[str, Any]) -> str:
@@ -118,6 +121,8 @@ def _rows(files: dict[str, bytes], reasons: list[str], name: str = "requests.jso
         rows, why = parse_rows(raw, name, SampleRow)
     elif name == LOAD_FILE:
         rows, why = parse_rows(raw, name, LoadRow)
+    elif name == SESSIONS_FILE:
+        rows, why = parse_rows(raw, name, SessionRow)
     else:
         rows, why = parse_rows(raw, name, RequestRow)
     reasons += why
@@ -338,12 +343,14 @@ def verify_report(files: dict[str, bytes], find_revision: Callable[[str], Found 
     cells = doc["bench"].get("cells") or []
     quality, eval_reasons = check_eval(doc, files)
     imported = doc.get("imported")  # a peer's figures: nothing of lair's bench to recompute (.imported_rows)
-    load_section = doc["bench"].get("load")
-    if (cells or not (doc.get("eval") or load_section)) and not imported:
+    load_section, sessions = doc["bench"].get("load"), doc["bench"].get("sessions")
+    if (cells or not (doc.get("eval") or load_section or sessions)) and not imported:
         reasons += check_cells(doc["bench"], rows)[1]
     load_rows = _rows(files, reasons, LOAD_FILE) if LOAD_FILE in files else []
     load, load_reasons = check_load(load_section, load_rows)
-    reasons += load_reasons
+    session_rows = _rows(files, reasons, SESSIONS_FILE) if SESSIONS_FILE in files else []
+    warm, warm_reasons = check_sessions(sessions, session_rows)
+    reasons += load_reasons + warm_reasons
     cert = check_certificate(doc["bench"], doc.get("fingerprint"))
     reasons += cert.reasons if not imported else []
     reasons += eval_reasons
@@ -364,7 +371,7 @@ def verify_report(files: dict[str, bytes], find_revision: Callable[[str], Found 
     digest = digest_of(rows, doc, files.get(SAMPLES, b""))
     if imported:
         rows_out, digest = imported_rows(rows_out, imported, BY_REPORT), imported_digest(imported)
-    if load and not rows:  # an open-loop run alone: its identity is its load rows
-        digest = digest_of(load_rows)
+    if (load or warm) and not rows:  # an open-loop or warm run alone: its identity is its rows
+        digest = digest_of(load_rows + session_rows)
     run_name = str(doc.get("run_name") or "")
-    return Verified(found, digest, rig_fingerprint(fp), fp, run_name, rows_out, quality, load)
+    return Verified(found, digest, rig_fingerprint(fp), fp, run_name, rows_out, quality, load + warm)

@@ -176,16 +176,48 @@ class LoadCell(BaseModel):
     goodput_rps: float | None
 
 
+class WarmCell(BaseModel):
+    """One warm multi-turn cell as the registry recomputed it from ``sessions.jsonl``
+    (lair.bench.warm): hit rates over its prompt tokens, declared by the workload, reported by the
+    responses and counted by the engine; verified only when the last two agree."""
+
+    context: int
+    cache: Literal["warm"]
+    flags: list[str]
+    provenance: TIER
+    note: str
+    sessions: int
+    turns: int
+    turn_tokens: int
+    requests: int
+    completed: int
+    prompt_tokens: int
+    declared_reuse_tokens: int
+    response_cached_tokens: int | None
+    counter_hit_tokens: float | None
+    counter_metric: str | None
+    declared_hit_rate: float | None
+    response_hit_rate: float | None
+    counter_hit_rate: float | None
+    hit_rates_agree: bool | None
+    ttft_ms: dict[str, float] | None
+    ttft_ms_by_turn: dict[str, dict[str, float] | None]
+    tpot_ms: dict[str, float] | None
+    failures: dict[str, int]
+
+
 class LoadContext(BaseModel):
     context: int
     cells: list[LoadCell]
+    warm: WarmCell | None = Field(None, description="the warm multi-turn cell at this context, if any")
     sweep: dict[str, Any] | None = Field(
         description="knee, slo, max_goodput, users (at user_speed tok/s each) and why the sweep stopped"
     )
 
 
 class LoadRun(BaseModel):
-    """One report's open-loop cells, by context; shown apart from the speed rows, never ranked with them."""
+    """One report's open-loop and warm cells, by context; shown apart from the speed rows, never
+    ranked with them."""
 
     report_id: str
     revision: int
