@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lair.bench.arrivals import ARRIVALS
+from lair.bench.definitions import OVERSATURATION_MIN_SENDS
 from lair.bench.machine import EngineProcesses
 from lair.bench.slo import parse_slo
 from lair.errors import BenchError, ConfigError
@@ -110,6 +111,11 @@ def check_options(opts: BenchOptions) -> None:
         if not isinstance(opts.slo, str):
             raise ConfigError(f"bench option slo = {opts.slo!r}: a spec such as ttft_p99<=2s,tpot<=50ms")
         parse_slo(opts.slo)
+    if opts.sweep and opts.rate_requests < OVERSATURATION_MIN_SENDS:
+        raise ConfigError(
+            f"bench option rate_requests = {opts.rate_requests}: a sweep's step needs at least "
+            f"{OVERSATURATION_MIN_SENDS} requests to tell a growing queue from noise"
+        )
 
 
 """Version of the ``results.json`` layout; bumped on any incompatible change."""

@@ -126,3 +126,12 @@ def test_users_at_a_speed_and_the_sweep_summary() -> None:
     assert s["max_goodput"] == {"goodput_rps": 0.8, "rate": 8.0}
     # throughput 40 / 4.0 = 10 tok/s, then 20 / 2.5 = 8 (less for twice the load: the knee is rate 4)
     assert s["knee"]["rate"] == 4.0 and s["users"] is None and s["slo"] == ["ttft<=2000ms"]
+
+
+def test_a_sweep_whose_steps_are_too_small_to_judge_is_refused_before_it_runs() -> None:
+    from lair.bench import BenchOptions
+
+    with pytest.raises(ConfigError, match="rate_requests = 12: a sweep's step needs at least 16"):
+        BenchOptions(contexts=[64], sweep=True, rate_requests=12)
+    assert BenchOptions(contexts=[64], rates=[4.0], rate_requests=12).rate_requests == 12  # rates alone: fine
+    assert BenchOptions(contexts=[64], sweep=True, rate_requests=d.OVERSATURATION_MIN_SENDS).sweep
