@@ -13,8 +13,9 @@
                   ``output_sequence_length``), recomputed with lair's definitions.
     guidellm      guidellm 0.8's benchmarks JSON (``GenerativeBenchmarksReport``): one cell per
                   benchmark, recomputed from its per-request stats (``request_start_time``,
-                  ``first_token_iteration``, ``last_token_iteration``, ``prompt_tokens``,
-                  ``output_tokens``) with lair's definitions.
+                  ``prompt_tokens``, ``output_tokens``, and ``info.timings.first_token_iteration``
+                  / ``last_token_iteration``: guidellm 0.8.1 writes the iteration times only
+                  there) with lair's definitions.
 
 Every figure whose peer definition is not lair's is listed in :attr:`PeerRun.differs`; every field
 read but not carried, in :attr:`PeerRun.unmapped`. Budgets: :data:`MAX_RESULT_BYTES` per file,
@@ -324,14 +325,15 @@ def _metric(data: dict[str, Any], tag: str, stat: str, file: str) -> float | Non
 
 
 def _concurrency(config: Any, depth: int = 0) -> int | None:
-    """The first integer ``concurrency`` in AIPerf's ``input_config`` (its load settings)."""
-    if depth > 8 or not isinstance(config, dict):
+    """The first integer ``concurrency`` in AIPerf's ``input_config`` (its load settings; AIPerf
+    0.13.0 writes them in a list, ``input_config.phases[0].concurrency``)."""
+    if depth > 8 or not isinstance(config, dict | list):
         return None
-    value = config.get("concurrency")
+    value = config.get("concurrency") if isinstance(config, dict) else None
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
-    for v in config.values():
-        found = _concurrency(v, depth + 1) if isinstance(v, dict) else None
+    for v in config.values() if isinstance(config, dict) else config[:MAX_ENTRIES]:
+        found = _concurrency(v, depth + 1) if isinstance(v, dict | list) else None
         if found:
             return found
     return None
@@ -470,8 +472,10 @@ def _guidellm_request(r: Any, where: str, kind: str, file: str) -> RequestTiming
         raise InteropError(file, f"{where}.request_start_time", "missing")
     if kind != "successful":
         return RequestTiming(send_t=start, error=kind)
+    timings = (r.get("info") or {}).get("timings") if isinstance(r.get("info"), dict) else None
+    at = timings if isinstance(timings, dict) and "first_token_iteration" in timings else r
     first, last = (
-        _num(r, k, file, required=False) for k in ("first_token_iteration", "last_token_iteration")
+        _num(at, k, file, required=False) for k in ("first_token_iteration", "last_token_iteration")
     )
     out_tokens = int(_num(r, "output_tokens", file, required=False) or 0)
     if first is None:

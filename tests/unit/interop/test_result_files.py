@@ -8,6 +8,7 @@ import hashlib
 import json
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -207,3 +208,56 @@ def test_a_file_vllm_itself_wrote_imports_and_recomputes() -> None:
     lasts = [f + sum(g) for f, g in zip(firsts, raw["itls"], strict=True)]
     tokens = sum(n * (1 - 1 / (len(g) + 1)) for n, g in zip(raw["output_lens"], raw["itls"], strict=True))
     assert cell["decode_tok_s_aggregate"] == pytest.approx(tokens / (max(lasts) - min(firsts)))
+
+
+def test_a_file_guidellm_itself_wrote_imports_and_recomputes() -> None:
+    """guidellm 0.8.1 writes a request's iteration times only under ``info.timings`` (the hand-written
+    sample also had them at the top level): read there, every figure is recomputed by hand here."""
+    path = RESULTS / "guidellm-generated.json"
+    (bench,) = json.loads(path.read_text())["benchmarks"]
+    done = bench["requests"]["successful"]
+    run = read_results("guidellm", path)
+    (cell,) = run.cells
+    assert run.recomputed and (run.tool, run.version) == ("guidellm", "0.8.1")
+    assert (cell["concurrency"], cell["errors"]) == (bench["config"]["strategy"]["streams"], 0)
+    assert cell["context"] == round(statistics.mean(r["prompt_tokens"] for r in done))
+    t = [r["info"]["timings"] for r in done]
+    ttfts = [
+        (x["first_token_iteration"] - r["request_start_time"]) * 1000 for x, r in zip(t, done, strict=True)
+    ]
+    assert cell["ttft_ms_p50"] == pytest.approx(statistics.median(ttfts))
+    per = [
+        (r["output_tokens"] - 1) / (x["last_token_iteration"] - x["first_token_iteration"])
+        for x, r in zip(t, done, strict=True)
+    ]
+    assert cell["decode_tok_s_per_stream"] == pytest.approx(statistics.median(per))
+    span = max(x["last_token_iteration"] for x in t) - min(x["first_token_iteration"] for x in t)
+    assert cell["decode_tok_s_aggregate"] == pytest.approx(sum(r["output_tokens"] - 1 for r in done) / span)
+
+
+def test_files_aiperf_itself_wrote_import_with_its_concurrency() -> None:
+    """AIPerf 0.13.0's own exports of one run: the summary keeps AIPerf's figures and finds the
+    concurrency in ``input_config.phases`` (a list); the per-request records are recomputed by hand."""
+    summary = json.loads((RESULTS / "aiperf-generated_aiperf.json").read_text())
+    run = read_results("aiperf", RESULTS / "aiperf-generated_aiperf.json")
+    (cell,) = run.cells
+    assert not run.recomputed and run.version == summary["aiperf_version"] == "0.13.0"
+    assert cell["concurrency"] == summary["input_config"]["phases"][0]["concurrency"] == 2
+    assert cell["ttft_ms_p50"] == summary["time_to_first_token"]["p50"]
+    assert cell["decode_tok_s_per_stream"] == summary["output_token_throughput_per_user"]["p50"]
+    path = RESULTS / "aiperf-generated.jsonl"
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    (mine,) = read_results("aiperf", path, "0.13.0").cells
+    ttfts = [r["metrics"]["time_to_first_token"]["value"] for r in recs]
+    assert mine["ttft_ms_p50"] == pytest.approx(statistics.median(ttfts))
+    assert mine["ttft_ms_p50"] == pytest.approx(
+        summary["time_to_first_token"]["p50"], rel=1e-6
+    )  # AIPerf's own
+    assert mine["concurrency"] == 2 and mine["errors"] == 0 and len(recs) == summary["request_count"]["avg"]
+
+    def decode(r: dict[str, Any]) -> float:  # (tokens - 1) over first token to the end
+        m, meta = r["metrics"], r["metadata"]
+        first = meta["request_start_ns"] / 1e9 + m["time_to_first_token"]["value"] / 1000
+        return (m["output_sequence_length"]["value"] - 1) / (meta["request_end_ns"] / 1e9 - first)
+
+    assert mine["decode_tok_s_per_stream"] == pytest.approx(statistics.median(decode(r) for r in recs))
