@@ -145,6 +145,17 @@ def register(sub: Any) -> None:
     ua.add_argument("--db", metavar="URL", type=db_arg, help=DB_HELP)
     ua.add_argument("--json", action="store_true", help="print one JSON document")
     ua.set_defaults(handler=cmd_user_add)
+    g = rs.add_parser(
+        "import-git",
+        help="load a git repository of recipes (lair TOML, sparkrun YAML) with its authors and history",
+        description="Walks the repository's history oldest first: each commit that adds or changes a recipe "
+        "file makes a revision by the commit's author (account git-NAME, no sign-in). Importing again adds "
+        "only new commits; each revision's page links back to its file and commit.",
+    )
+    g.add_argument("repo", metavar="PATH_OR_URL", help="a repository's folder, or a URL git clones")
+    g.add_argument("--db", metavar="URL", type=db_arg, help=DB_HELP)
+    g.add_argument("--json", action="store_true", help="print one JSON document")
+    g.set_defaults(handler=cmd_import_git)
     e = rs.add_parser("export-static", help="write the JSON API and the pages as files with the same URLs")
     e.add_argument("dir", metavar="DIR", help="output folder")
     e.add_argument("--db", metavar="URL", type=db_arg, help=DB_HELP)
@@ -287,6 +298,51 @@ def cmd_seed(args: argparse.Namespace) -> int:
     dump_json({"ok": True, "added": added}) if args.json else err(
         f"seeded {len(added)} recipe(s): {', '.join(added) or '-'}"
     )
+    return 0
+
+
+def cmd_import_git(args: argparse.Namespace) -> int:
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from lair.errors import ConfigError
+    from lair.interop.git_history import recipe_history
+    from lair.registry.db.engine import make_engine, migrate
+    from lair.registry.service.git_import import import_git
+
+    local = Path(args.repo)
+    with tempfile.TemporaryDirectory(prefix="lair-import-git-") as tmp:
+        if local.is_dir():
+            where, label = local, str(local.resolve())
+        else:  # a URL: a full clone (the history is the point), into a folder removed after
+            where, label = Path(tmp) / "repo", args.repo
+            done = subprocess.run(
+                ["git", "clone", "--quiet", "--", args.repo, str(where)], capture_output=True
+            )
+            if done.returncode:
+                why = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["failed"]
+                raise ConfigError(
+                    f"git clone {args.repo}: {why[0]}", hint="give a folder or a URL git can clone"
+                )
+        history = recipe_history(where)  # read whole before the database is touched
+        engine = make_engine(args.db)
+        migrate(engine)
+        try:
+            with engine.begin() as conn:
+                got = import_git(conn, history, label)
+        finally:
+            engine.dispose()
+    if args.json:
+        dump_json({"ok": True, "repo": got.repo, "written": got.written, "skipped": got.skipped,
+                   "unchanged": got.unchanged})  # fmt: skip
+        return 0
+    for w in got.written:
+        print(f"{w['slug']} revision {w['revision']}: {w['path']} @ {w['commit'][:12]}")
+    for k in got.skipped:
+        print(f"skipped {k['path']} @ {k['commit'][:12]}: {k['why']}")
+    counts = f"{len(got.skipped)} file(s) skipped, {got.unchanged} unchanged"
+    err(f"{len(got.written)} revision(s) from {got.repo}; {counts}")
     return 0
 
 

@@ -51,7 +51,9 @@ def test_ttft_decode_and_aggregate_match_the_server(streams: int) -> None:
     true_ttft = statistics.median((s["first_write_t"] - s["recv_t"]) * 1000 for s in served)
     assert cell.errors == 0 and not cell.client_bound, cell.flags
     assert abs(cell.ttft_ms_p50 - true_ttft) <= 2.0, (cell.ttft_ms_p50, true_ttft)
-    assert abs(cell.ttft_ms_p50 - TTFT_MS) <= 10.0  # the server itself keeps to its schedule
+    # the server's first write may be late on a loaded host (256 streams on 2 cores): that is the
+    # input's lateness, which the client must report as measured, not the schedule's 200 ms
+    assert true_ttft >= TTFT_MS
     rate = 1000.0 / TOKEN_MS
     # the client against the server's own record; the server against its schedule (a loaded host
     # makes its timers late, which is not the client's error)

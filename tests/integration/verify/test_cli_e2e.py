@@ -48,7 +48,9 @@ def _check_page(browser: object, base: str, report: Path, tmp_path: Path) -> Non
     row = page.locator('tr[data-provenance="reported-by-report"]')  # a CPU-only rig: not physically checked
     assert row.count() == 1
     assert row.locator("td.tier").get_attribute("data-tier") == "reported-by-report"
-    assert "not verified: no roofline: the fingerprint names no GPU" in row.locator("td.tier").inner_text()
+    tier = row.locator("td.tier").inner_text()
+    # a loaded machine may add "noisy: ..." to the reasons; the one every CPU rig has is always there
+    assert "not verified:" in tier and "no roofline: the fingerprint names no GPU" in tier, tier
     assert "rig" not in row.locator("td.tier").inner_text()  # rigs count verified rows only
     cell = json.loads((report / "results.json").read_text())["bench"]["cells"][0]
     assert f"{cell['decode_tok_s_aggregate']:,.1f} tok/s" in row.inner_text()

@@ -447,3 +447,24 @@ class CellCertificate(Base):
     avg_w: Mapped[float | None] = mapped_column(Float)
     peak_w: Mapped[float | None] = mapped_column(Float)
     energy_source: Mapped[str | None] = mapped_column(String(32))
+
+
+class GitSource(Base):
+    """Where a revision came from when ``lair registry import-git`` loaded it (migration 0018): the
+    repository as given, the file's path in it and the commit that wrote that content. One row per
+    (repository, path, commit): importing the same history again adds nothing."""
+
+    __tablename__ = "git_sources"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    recipe_id: Mapped[int] = mapped_column(ForeignKey("recipes.id", ondelete="CASCADE"))
+    revision_id: Mapped[int] = mapped_column(ForeignKey("revisions.id", ondelete="CASCADE"))
+    repo: Mapped[str] = mapped_column(String(500))
+    path: Mapped[str] = mapped_column(String(1000))
+    commit: Mapped[str] = mapped_column(String(64))
+    committed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        UniqueConstraint("repo", "path", "commit", name="uq_git_source"),
+        Index("ix_git_source_revision", "revision_id"),
+    )

@@ -9,6 +9,7 @@ from typing import cast
 import sqlalchemy as sa
 
 from lair.registry.db.schema import (
+    GitSource,
     LoadMeasurement,
     Measurement,
     QualityMeasurement,
@@ -23,6 +24,7 @@ from lair.registry.db.schema import (
 )
 
 __all__ = [
+    "GIT_SOURCES",
     "LOAD",
     "MEASUREMENTS",
     "QUALITY",
@@ -41,6 +43,7 @@ TAGS = cast(sa.Table, RecipeTag.__table__)
 REVISIONS = cast(sa.Table, Revision.__table__)
 MEASUREMENTS = cast(sa.Table, Measurement.__table__)
 LOAD = cast(sa.Table, LoadMeasurement.__table__)
+GIT_SOURCES = cast(sa.Table, GitSource.__table__)
 QUALITY = cast(sa.Table, QualityMeasurement.__table__)
 VERSION = cast(sa.Table, RegistryVersion.__table__)
 

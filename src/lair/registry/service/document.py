@@ -52,6 +52,7 @@ def recipe_document(rec: RecipeRecord, base: str, price_kwh: float = DEFAULT_PRI
         "price_kwh": price_kwh,
         "quality": rec.quality,
         "load": rec.load,
+        "source": rec.source,
         "driver_floor": driver_floor(rec.recipe).as_dict(),
         "revisions": [_revision(r) for r in rec.history],
         "links": {

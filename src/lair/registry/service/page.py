@@ -225,6 +225,7 @@ def recipe_page(rec: RecipeRecord, base: str, price_kwh: float = DEFAULT_PRICE_K
         },
         "downloads": [d.model_dump() for d in m.downloads],
         "revision_notes": rec.revision.notes,
+        "source": rec.source,
         "history": rec.history,
         "upstream": rec.upstream,
         "upstream_revision": rec.upstream_revision,

@@ -16,6 +16,7 @@ from lair.registry.db.tables import MEASUREMENTS, RECIPES, REVISIONS, USERS, VER
 from lair.registry.service.attempts import with_attempts
 from lair.registry.service.canonical import revision_model
 from lair.registry.service.certificates import with_certificates
+from lair.registry.service.git_sources import revision_source
 from lair.registry.service.load_rows import load_view
 from lair.registry.service.quality_rows import quality_rows
 from lair.registry.service.speeds import shown_submitter
@@ -55,6 +56,8 @@ class RecipeRecord:
     quality: list[dict[str, Any]] = field(default_factory=list)
     load: list[dict[str, Any]] = field(default_factory=list)
     """Open-loop load results per report (:func:`.load_rows.load_view`)."""
+    source: dict[str, Any] | None = None
+    """Where the revision came from when ``lair registry import-git`` loaded it (:mod:`.git_sources`)."""
     rigs: dict[str, tuple[str, int] | None] = field(default_factory=dict)
     """The GPUs (model, count) of each report behind a verified row, from its fingerprint."""
 
@@ -197,6 +200,7 @@ def get_recipe(conn: Connection, slug: str, revision: int | None = None) -> Reci
         rigs=_rigs(conn, rows),
         quality=quality_rows(conn, row.id, rev.number),
         load=load_view(conn, row.id),
+        source=revision_source(conn, row.id, rev.number),
     )
 
 

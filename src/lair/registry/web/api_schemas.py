@@ -246,6 +246,16 @@ class DriverFloor(BaseModel):
     source_date: Any
 
 
+class GitSource(BaseModel):
+    """The file and commit a revision was imported from (``lair registry import-git``)."""
+
+    repo: str = Field(description="the repository as the operator gave it (a path or a URL)")
+    path: str
+    commit: str
+    committed_at: str
+    link: str | None = Field(description="the file at the commit on its forge (https repositories only)")
+
+
 class RecipeDocument(BaseModel):
     """A recipe at one revision, with its measurements, quality rows and history."""
 
@@ -265,6 +275,9 @@ class RecipeDocument(BaseModel):
     price_kwh: float = Field(description="the $ per kWh of the rows' cost")
     quality: list[QualityRow]
     load: list[LoadRun] = Field([], description="open-loop runs (lair bench --rate/--sweep), newest first")
+    source: GitSource | None = Field(
+        None, description="where this revision came from (lair registry import-git)"
+    )
     driver_floor: DriverFloor
     revisions: list[RevisionEntry]
     links: dict[str, Any]
