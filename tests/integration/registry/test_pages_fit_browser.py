@@ -34,7 +34,7 @@ from lair.registry.service.accounts import create_token, create_user
 from lair.registry.service.facets import slugify
 from lair.registry.service.publish import RECIPES, REVISIONS
 from lair.testing.forged_reports import made_up_report
-from lair.testing.registry import tgz
+from lair.testing.registry import charts_drawn, tgz
 
 pytestmark = pytest.mark.integration
 
@@ -111,6 +111,7 @@ def upload_reports(served: Any) -> dict[str, str]:
         req = urllib.request.Request(f"{served.base}/api/v1/reports", tgz(files), headers, method="POST")
         with urllib.request.urlopen(req) as r:
             out[slug] = json.loads(r.read())["id"]
+    charts_drawn(served.db)  # the pages hold their charts, not the placeholder a write leaves for a while
     return out
 
 
@@ -167,7 +168,8 @@ def test_every_page_fits_1280_and_390_px_with_legends_inside_and_certificates_fu
             )  # the table's width
             assert cert["shownLeft"] >= 0 and cert["shownRight"] >= 0, (where, cert)  # on screen
     recipe_pages = [got for (name, _), got in found.items() if name.startswith("recipe-")]
-    assert all(got["legends"] for got in recipe_pages)  # every example's page has a chart with a legend
+    without = [where for where, got in found.items() if where[0].startswith("recipe-") and not got["legends"]]
+    assert without == []  # every example's page has a chart with a legend
     assert sum(len(got["certificates"]) for got in recipe_pages) >= 2 * len(EXAMPLES)  # one report each
 
 
