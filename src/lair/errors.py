@@ -75,6 +75,8 @@ __all__ = [
     "TrustError",
     "Unauthorized",
     "Unavailable",
+    "Unreachable",
+    "error_for",
 ]
 
 
@@ -404,6 +406,12 @@ class RateLimited(_HttpKind):
     status, code = 429, "rate_limited"
 
 
+class Unreachable(_HttpKind):
+    """No answer at all (status 0): the registry is down, the address is wrong, or the network is."""
+
+    status, code = 0, "unreachable"
+
+
 class Internal(_HttpKind):
     """500: a server-side step failed (an operator's tool, a restore's check)."""
 
@@ -429,3 +437,23 @@ class Unavailable(_HttpKind):
     def as_dict(self) -> dict[str, Any]:
         d = super().as_dict()
         return d if self.retry_after is None else d | {"retry_after": self.retry_after}
+
+
+def error_for(
+    status: int, code: str, message: str, *, hint: str = "", reasons: list[str] | None = None
+) -> RegistryError:
+    """The typed error of an HTTP answer (httpx's per-status exception classes): a caller tests
+    ``isinstance(exc, NotFound)``, never the status number; a status no class names stays a plain
+    :class:`RegistryError`."""
+    for kind in _KINDS:
+        if kind.status == status:
+            if kind is Unavailable:
+                return Unavailable(message, retry_after=None, code=code, hint=hint, reasons=reasons)
+            return kind(message, code=code, hint=hint, reasons=reasons)
+    return RegistryError(status, code, message, hint=hint, reasons=reasons)
+
+
+_KINDS: tuple[type[_HttpKind], ...] = (
+    Invalid, Unauthorized, Forbidden, NotFound, Conflict, TooLarge, RateLimited, Unreachable, Internal,
+    BadGateway, Unavailable,
+)  # fmt: skip

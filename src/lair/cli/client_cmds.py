@@ -85,19 +85,17 @@ def _read_token(args: argparse.Namespace, url: str) -> str | None:
 
 def _checked_login(client: Any) -> dict[str, Any] | None:
     """Who the token acts as, asked of the registry (``GET /api/v1/me``); a refused token is an error."""
-    from lair.errors import RegistryError
+    from lair.errors import Unauthorized
 
     client.health()  # the registry answers before anything is stored
     if not client.creds.token:
         return None
     try:
         return dict(client.me())
-    except RegistryError as exc:
-        if exc.status != 401:
-            raise
+    except Unauthorized as exc:
         url = client.creds.url
-        raise RegistryError(
-            401, exc.code, f"{url} refused the token: {exc.message}; nothing was saved",
+        raise Unauthorized(
+            f"{url} refused the token: {exc.message}; nothing was saved", code=exc.code,
             hint=f"create a token at {url}/account (scope publish to push) and run `lair login {url}` again",
         ) from None  # fmt: skip
 
@@ -149,11 +147,9 @@ def cmd_search(args: argparse.Namespace) -> int:
 def _split_ref(ref: str) -> tuple[str, int | None]:
     slug, at, rev = ref.partition("@")
     if at and not rev.isdigit():
-        from lair.errors import RegistryError
+        from lair.errors import Invalid
 
-        raise RegistryError(
-            422, "invalid", f"bad revision in {ref!r}", hint="SLUG or SLUG@N, e.g. tiny-cpu@1"
-        )
+        raise Invalid(f"bad revision in {ref!r}", hint="SLUG or SLUG@N, e.g. tiny-cpu@1")
     return slug, int(rev) if at else None
 
 
@@ -191,20 +187,18 @@ def _confirm(question: str) -> bool:
 def _push_target(client: Any, recipe: Any, file: str) -> tuple[str, bool]:
     """The recipe a push goes to: the file's ``meta.slug`` (else the slug the registry gives its title)
     and whether that recipe exists and is the pusher's (a new revision) or not yet (a new recipe)."""
-    from lair.errors import RegistryError
+    from lair.errors import Conflict, NotFound
     from lair.registry.service.facets import slugify
 
     slug = str(recipe.meta.slug or slugify(recipe.meta.title or recipe.display_name))
     try:
         owner = client.recipe(slug)["owner"]
-    except RegistryError as exc:
-        if exc.status != 404:
-            raise
+    except NotFound:
         return slug, False
     me, url = client.me()["name"], client.creds.url
     if owner != me:
-        raise RegistryError(
-            409, "conflict", f"{url} has a recipe {slug!r} by {owner}; you are {me}",
+        raise Conflict(
+            f"{url} has a recipe {slug!r} by {owner}; you are {me}",
             hint=f"fork it at {url}/recipes/{slug}, or give {file} a slug of its own: "
             f"lair set {file} meta.slug=NEW-SLUG",
         )  # fmt: skip

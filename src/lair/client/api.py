@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lair.errors import RegistryError
+from lair.errors import Invalid, NotFound, RegistryError, Unauthorized, Unreachable, error_for
 
 __all__ = ["DEFAULT_URL", "Client", "Credentials", "pack_report"]
 
@@ -68,9 +68,9 @@ def _error(status: int, body: bytes, url: str) -> RegistryError:
             message = f"the registry refused it (HTTP {status}, {code}):" + "".join(
                 f"\n  - {r}" for r in reasons
             )
-        return RegistryError(status, code, message, hint=str(err.get("hint", "")), reasons=reasons)
+        return error_for(status, code, message, hint=str(err.get("hint", "")), reasons=reasons)
     except (ValueError, KeyError, TypeError, AttributeError):
-        return RegistryError(status, "http", f"{url} answered HTTP {status}")
+        return error_for(status, "http", f"{url} answered HTTP {status}")
 
 
 def _not_found_hint(slug: str, revision: int | None, message: str) -> str:
@@ -101,14 +101,14 @@ class Client:
                 return int(resp.status), bytes(resp.read())
         except urllib.error.HTTPError as exc:
             error = _error(exc.code, exc.read(), url)
-            if exc.code == 401 and not self.creds.token:  # the server's hint is for HTTP clients
+            if isinstance(error, Unauthorized) and not self.creds.token:  # the server hints HTTP clients
                 base = self.creds.url
                 error.hint = f"log in with a token: lair login {base} (create one at {base}/account)"
             raise error from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise RegistryError(
-                0, "unreachable", f"cannot reach the registry at {self.creds.url}: {reason}",
+            raise Unreachable(
+                f"cannot reach the registry at {self.creds.url}: {reason}",
                 hint="start one with `lair serve`, or set LAIR_REGISTRY / run `lair login URL`",
             ) from None  # fmt: skip
 
@@ -137,9 +137,8 @@ class Client:
         path = f"/api/v1/recipes/{q}/revisions/{revision}.json" if revision else f"/api/v1/recipes/{q}.json"
         try:
             return self._json("GET", path)
-        except RegistryError as exc:
-            if exc.status == 404:  # the server's hint names its HTTP API; a CLI user searches with lair
-                exc.hint = _not_found_hint(slug, revision, exc.message)
+        except NotFound as exc:  # the server's hint names its HTTP API; a CLI user searches with lair
+            exc.hint = _not_found_hint(slug, revision, exc.message)
             raise
 
     def fit(self, slug: str, gpu: str, gpus: int = 1, context: int | None = None) -> dict[str, Any]:
@@ -180,7 +179,7 @@ def pack_report(folder: str | Path) -> bytes:
     """A report folder as ``.tar.gz`` bytes: regular files only, under the folder's own name."""
     root = Path(folder)
     if not (root / "results.json").is_file():
-        raise RegistryError(422, "invalid", f"{root} is not a run report folder (no results.json)")
+        raise Invalid(f"{root} is not a run report folder (no results.json)")
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for path in sorted(root.rglob("*")):

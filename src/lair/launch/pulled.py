@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lair.errors import LairError, RegistryError
+from lair.errors import Invalid, LairError
 from lair.launch.trust_store import stamp_pulled
 from lair.recipe import load_recipe
 from lair.recipe.digest import model_sha256
@@ -22,7 +22,7 @@ def pull_revision(client: Any, slug: str, rev: int | None, out: Path) -> tuple[d
     try:
         sha = model_sha256(load_recipe(out))
         if sha != doc["sha256"]:
-            raise RegistryError(422, "mismatch", f"{out}: sha256 {sha} is not the revision's {doc['sha256']}")
+            raise Invalid(f"{out}: sha256 {sha} is not the revision's {doc['sha256']}", code="mismatch")
     except LairError:
         out.unlink()  # not the revision: nothing of it stays, to be planned as the user's own
         raise

@@ -102,9 +102,9 @@ def walk(path: Path, where: str) -> list[Header]:
     try:
         with gzip.open(path, "rb") as f:
             found = _headers(f, where)
+    except Invalid:
+        raise
     except RegistryError as exc:
-        if exc.status == 422 and exc.code == "invalid":
-            raise
         raise _invalid(where, exc.reasons[0] if exc.reasons else exc.message) from None
     except (OSError, EOFError, zlib.error) as exc:
         raise _invalid(where, f"cannot be read as .tar.gz ({exc})") from None
