@@ -129,3 +129,14 @@ def test_the_database_urls_sslmode_reaches_the_driver(pg_url: str) -> None:
     with plain.connect() as conn:
         assert conn.execute(sa.text("SHOW ssl")).scalar_one() == "off"
     plain.dispose()
+
+
+def test_the_process_environment_is_read_when_no_snapshot_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAIR_REGISTRY_CACHE_MB", "0")
+    monkeypatch.setenv("LAIR_REGISTRY_ALLOWED_HOSTS", "x.example,y.example")
+    conf = Settings.from_env()
+    assert (conf.cache_mb, conf.allowed_hosts) == (0, ("x.example", "y.example"))
+    assert Settings.from_env({}).cache_mb == 64  # a snapshot given: the process's variables are not read
+    monkeypatch.setenv("LAIR_REGISTRY_CACHE_MB", "-1")
+    with pytest.raises(ConfigError, match=r"^LAIR_REGISTRY_CACHE_MB: '-1': Input should be greater than"):
+        Settings.from_env()
