@@ -45,6 +45,8 @@ from lair.errors import ConfigError
 __all__ = [
     "FLOOR",
     "INCONCLUSIVE",
+    "LOAD_FLOOR",
+    "LOAD_METRICS",
     "METRICS",
     "MIN_ACCOUNTS",
     "MIN_RIGS",
@@ -57,6 +59,7 @@ __all__ = [
     "RowRef",
     "band",
     "compare",
+    "compare_load",
     "evidence",
     "parse_ref",
     "parse_row_id",
@@ -83,6 +86,19 @@ METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("ttft_ms", "ttft_ms_p50", "ttft_ms", "TTFT ms"),
 )
 """(the row's key, the bench cell's headline key, the key of the cell's ``stats``, label)."""
+
+LOAD_FLOOR = 0.10
+"""Each end of an open-loop cell's band: its value +-10%. A load cell has no repeats to draw a range
+from (one schedule of requests at one offered rate), so the band is its own value widened."""
+
+LOAD_METRICS: tuple[tuple[str, str | None, str], ...] = (
+    ("achieved_rate", None, "achieved rate req/s"),
+    ("output_tok_s", None, "output tok/s"),
+    ("ttft_ms", "p50", "TTFT p50 ms"),
+    ("tpot_ms", "p50", "TPOT p50 ms"),
+)
+"""(the load cell's figure, its percentile when it has several, label): the figures an open-loop cell
+is reproduced on. Medians, not p99s: 64 requests give one p99 sample, which no band can hold."""
 
 _SLUG = r"[a-z0-9]+(?:-[a-z0-9]+)*"
 _FRAG = re.compile(r"^(?:row-)?(?P<row>[1-9][0-9]{0,17})$|^report-(?P<report>[0-9a-f]{1,32})$")
@@ -259,6 +275,31 @@ def compare(
         b = band(float(theirs), (stats or {}).get(stats_key))
         mine = spread((your_stats or {}).get(stats_key))
         out.append(Comparison(key, label, float(theirs), None if got is None else float(got), b, mine))
+    return out
+
+
+def _load_value(cell: Mapping[str, Any], key: str, pct: str | None) -> float | None:
+    value = cell.get(key)
+    if pct is not None:
+        value = value.get(pct) if isinstance(value, Mapping) else None
+    return None if value is None else float(value)
+
+
+def compare_load(
+    theirs: Mapping[str, Any], yours: Mapping[str, Any] | None, floor: float = LOAD_FLOOR
+) -> list[Comparison]:
+    """Each :data:`LOAD_METRICS` figure of a published open-loop cell (the registry's recomputation:
+    ``achieved_rate``, ``output_tok_s``, ``ttft_ms`` {p50, p99...}) against the new run's cell of the
+    same context and offered rate (None: the new run has none, e.g. its sweep stopped sooner)."""
+    out = []
+    for key, pct, label in LOAD_METRICS:
+        value = _load_value(theirs, key, pct)
+        if value is None:
+            continue
+        got = None if yours is None else _load_value(yours, key, pct)
+        out.append(
+            Comparison(key if pct is None else f"{key}_{pct}", label, value, got, band(value, None, floor))
+        )
     return out
 
 

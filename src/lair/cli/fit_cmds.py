@@ -24,7 +24,10 @@ def register(sub: Any) -> None:
         "--gpu/--gpus, or the recipe's meta.hardware.",
     )
     p.add_argument(
-        "file", nargs="?", metavar="FILE", help="recipe file, model folder / GGUF file, or Hub id ORG/NAME"
+        "file",
+        nargs="?",
+        metavar="FILE",
+        help="recipe file, model folder / GGUF file, Hub id ORG/NAME or a bundled name (--list-models)",
     )
     p.add_argument(
         "--model",
@@ -65,7 +68,33 @@ def register(sub: Any) -> None:
         default=None,
         help="experts beyond host RAM are read from SSD",
     )
+    p.add_argument(
+        "--predict",
+        action="store_true",
+        help="expected decode and prefill (roofline x efficiency measured on the same engine, model "
+        "class and weight format) with its p10-p90 band",
+    )
+    p.add_argument(
+        "--engine", metavar="NAME", help="engine whose measured rows --predict uses (default: the recipe's)"
+    )
+    p.add_argument(
+        "--registry",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help="--predict / --rank also learn from this registry's verified rows (no URL: the stored one)",
+    )
+    p.add_argument(
+        "--rank",
+        nargs="+",
+        metavar="MODEL",
+        help="rank these models (Hub ids ORG/NAME, names lair bundles, model folders) by predicted "
+        "decode speed among those that fit (default --context 8192)",
+    )
     p.add_argument("--list-gpus", action="store_true", help="list the hardware catalog and exit")
+    p.add_argument(
+        "--list-models", action="store_true", help="list the model facts bundled with lair and exit"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(handler=cmd_fit)
 
@@ -73,6 +102,12 @@ def register(sub: Any) -> None:
 def cmd_fit(args: argparse.Namespace) -> int:
     if args.list_gpus:
         return _list_gpus(args)
+    if args.list_models:
+        return _list_models(args)
+    if args.rank:
+        from lair.cli._fit_predict import cmd_rank
+
+        return cmd_rank(args)
     out = _summary(args)
     if args.json:
         dump_json(out)
@@ -104,9 +139,17 @@ def _summary(args: argparse.Namespace) -> dict[str, Any]:
         context=args.context,
         concurrency=args.concurrency,
         measured=[Measured(**r) for r in rows],
+        efficiencies=_efficiencies(args),
+        engine=args.engine or (recipe.engine if recipe is not None else None),
     )
     out["model_source"] = source.as_dict()
     return out
+
+
+def _efficiencies(args: argparse.Namespace) -> list[Any] | None:
+    from lair.cli._fit_predict import efficiency_rows
+
+    return efficiency_rows(args) if args.predict else None
 
 
 def _measured(row: Any) -> dict[str, Any]:
@@ -178,17 +221,22 @@ def _by_name(name: str) -> tuple[Any, Any] | None:
 
 
 def _recipe_by_name(recipe: Any, args: argparse.Namespace) -> tuple[Any, Any] | None:
-    """The first repo id the recipe names (model, meta.model_repo, meta.upstream_weights) the Hub has;
+    """The first repo id the recipe names (model, meta.model_repo, meta.upstream_weights) that lair
+    bundles or the Hub has, else its model or served name as a bundled alias (``qwen3:30b-a3b``);
     when none, the error says what was looked for locally and what the Hub answered."""
     from lair.errors import HubAuthError, HubError
+    from lair.fit.bundled_models import bundled_facts
     from lair.fit.recipe_layout import recipe_repo_ids
 
     first: HubError | None = None
     for repo in recipe_repo_ids(recipe):
         try:
-            return _by_name(repo)
+            return _by_name(repo)  # the HF cache's full copy, the bundled facts, else the Hub
         except HubError as exc:  # not on the Hub (a local name, a renamed repo): try the next name
             first = first or exc
+    for name in (recipe.model, recipe.served_model_name):
+        if name and (got := bundled_facts(str(name))) is not None:
+            return got
     if first is None:
         return None
     hint = first.hint if isinstance(first, HubAuthError) else _no_facts_hint(args, recipe)
@@ -297,10 +345,16 @@ def _render(o: dict[str, Any]) -> str:
     ]
     lines += [f"  - {r}" for r in o["reasons"]]
     lines += [_render_row(r) for r in o["measured"]]
+    if "prediction" in o:
+        from lair.cli._fit_predict import render_prediction
+
+        lines += render_prediction(o)
     return "\n".join(lines)
 
 
 def _render_source(src: dict[str, Any]) -> str:
+    if src["kind"] == "bundled with lair":
+        return f"bundled: {src['where']}; weights counted from the architecture and weight format"
     files = list(dict.fromkeys(src["facts"].values()))
     return f"{src['kind']} {src['where']} ({'; '.join(files)})"
 
@@ -374,3 +428,22 @@ def _list_gpus(args: argparse.Namespace) -> int:
         print(f"{d.id:<{iw}} {d.name:<{nw}} {d.memory_gb:>5g} GB {bw:>6g} GB/s  bf16 {peak} TFLOPS")
     err(f"{len(devices)} devices; every figure's source: lair fit --list-gpus --json")
     return 0
+
+
+def _list_models(args: argparse.Namespace) -> int:
+    from lair.fit.bundled_models import bundled_models
+
+    rows = [m.listing() for m in bundled_models() if not m.test_only]
+    if args.json:
+        dump_json(rows)
+        return 0
+    params = [_params(r["total_params"], r["active_params"]) for r in rows]
+    rw, pw = max(len(r["repo"]) for r in rows), max(map(len, params))
+    for r, n in zip(rows, params, strict=True):
+        print(f"{r['repo']:<{rw}} {n:<{pw}} {r['kind']:<7} {r['weight_format']:<6} {', '.join(r['aliases'])}")
+    err(f"{len(rows)} models; config sources and published counts: lair fit --list-models --json")
+    return 0
+
+
+def _params(total: int, active: int) -> str:
+    return _count(total) + (f" ({_count(active)} active)" if active != total else "")

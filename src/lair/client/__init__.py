@@ -3,6 +3,7 @@
     Credentials.load()            URL + token: LAIR_REGISTRY / LAIR_TOKEN, else the stored login
     Credentials.save()            ``<config dir>/registry.json``, mode 0600
     Client(creds).me()            GET  /api/v1/me (who the token acts as, its scopes)
+    Client(creds).efficiencies()  GET  /api/v1/efficiencies (verified rows as % of their roofline)
     Client(creds).search(...)     GET  /api/v1/recipes
     Client(creds).recipe(slug)    GET  /api/v1/recipes/<slug>.json
     Client(creds).recipe_toml()   GET  /api/v1/recipes/<slug>.toml | /revisions/<n>.toml

@@ -120,6 +120,10 @@ class Client:
     def health(self) -> dict[str, Any]:
         return self._json("GET", "/api/v1/health")
 
+    def efficiencies(self) -> dict[str, Any]:
+        """The registry's verified rows as efficiencies: ``{"ok", "rows": [...]}`` (lair.fit.predict)."""
+        return self._json("GET", "/api/v1/efficiencies")
+
     def me(self) -> dict[str, Any]:
         """The account the token acts as: ``{"name", "admin", "scopes"}`` (401 for a bad token)."""
         return self._json("GET", "/api/v1/me")

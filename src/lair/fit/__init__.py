@@ -3,6 +3,7 @@
     catalog       hardware figures (memory, bandwidth, peaks, links), each with its source
     model_facts   parameters, shapes, attention and MoE facts (the model and the config arithmetic)
     model_files   those facts read offline from a model folder, a GGUF or an HF cache entry
+    bundled_models  those facts for the models people run, bundled (models.toml), by name or alias
     kv            KV-cache bytes per token by attention type and cache dtype, split over GPUs
     fit           memory per GPU -> KV pool, max context, max concurrency, verdict
     roofline      decode and prefill ceilings

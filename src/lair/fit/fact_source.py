@@ -1,5 +1,6 @@
 """Where a model's facts came from, fact by fact: the Hub (``repo@commit`` and the file), a local
-folder, the HF cache, the ``fit/config.json`` bundled beside a recipe, or the recipe's own
+folder, the HF cache, the ``fit/config.json`` bundled beside a recipe (``bundled``), the table of model
+facts bundled with lair (``bundled with lair``: :mod:`lair.fit.bundled_models`), or the recipe's own
 ``[meta.model_facts]``. ``lair fit`` prints it (text and ``--json``: ``model_source``)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from lair.fit.model_facts import ModelFacts
 
 __all__ = ["WEIGHT_FACTS", "FactSource", "Kind", "fact_source"]
 
-Kind = Literal["hub", "local folder", "hf cache", "bundled", "recipe"]
+Kind = Literal["hub", "local folder", "hf cache", "bundled", "bundled with lair", "recipe"]
 WEIGHT_FACTS = ("weight_bytes", "expert_bytes", "embedding_bytes", "extra_bytes")
 """Facts the weight files give (safetensors headers, the index's total size); the rest is config.json's."""
 

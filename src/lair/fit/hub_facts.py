@@ -37,6 +37,7 @@ from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 from lair.errors import HubAuthError, HubBudgetError, HubError, HubOfflineError
 from lair.fit import hub_cache
 from lair.fit._gguf import read_gguf
+from lair.fit.bundled_models import bundled_facts
 from lair.fit.fact_source import FactSource, fact_source
 from lair.fit.model_facts import ModelFacts
 from lair.fit.model_files import read_model_facts, resolve_model_path
@@ -113,16 +114,20 @@ def parse_hub_ref(text: str) -> HubRef | None:
 
 
 def facts_by_name(name: str, access: HubAccess | None = None) -> tuple[ModelFacts, FactSource] | None:
-    """The facts of the model ``name`` (``ORG/NAME[@REV][:FILE.gguf]``) and where each came from: its
-    full local copy in the HF cache when there is one, else the Hub. None when ``name`` is no Hub id."""
+    """The facts of the model ``name`` (``ORG/NAME[@REV][:FILE.gguf]``, or a name lair bundles, such as
+    ``qwen3:30b-a3b``) and where each came from: its full local copy in the HF cache when there is one,
+    else the facts bundled with lair (:mod:`lair.fit.bundled_models`: no network; not when a revision
+    or a GGUF file is named), else the Hub. None when ``name`` is neither a Hub id nor bundled."""
     ref = parse_hub_ref(name)
     if ref is None:
-        return None
+        return bundled_facts(name)
     access = access or HubAccess()
     local = local_copy(ref, access)
     if local is not None:
         facts = replace(read_model_facts(local), name=ref.repo_id)
         return facts, fact_source("hf cache", str(local), facts)
+    if not ref.revision and not ref.filename and (bundled := bundled_facts(ref.repo_id)) is not None:
+        return bundled
     facts, commit = _read(ref, access)
     return facts, fact_source("hub", f"{ref.repo_id}@{commit}", facts)
 

@@ -137,11 +137,17 @@ class _Shape:
 
 _UNGATED = {"gpt2", "gpt_neox", "gptj", "opt", "falcon", "phi", "bloom", "starcoder2"}
 _TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text"}
+_SHARED_BY_DEFAULT = {"llama4_text": 1}  # Llama 4: one shared expert per MoE layer, no config field
 
 
 def _moe_layers(cfg: dict[str, Any], layers: int, experts: int) -> int:
     if experts <= 0:
         return 0
+    if isinstance(cfg.get("moe_layers"), list):  # Llama 4 (newer configs): the MoE layers by index
+        return len(cfg["moe_layers"])
+    if "interleave_moe_layer_step" in cfg:  # Llama 4: every step-th layer, counted from 1
+        step = int(cfg["interleave_moe_layer_step"]) or 1
+        return len(range(step - 1, layers, step))
     first_dense = int(_get(cfg, "first_k_dense_replace", default=0))
     freq = int(_get(cfg, "moe_layer_freq", "decoder_sparse_step", default=1)) or 1
     dense_only = set(_get(cfg, "mlp_only_layers", default=[]) or [])
@@ -158,6 +164,9 @@ def _shape(cfg: dict[str, Any]) -> _Shape:
     kv_heads = 1 if cfg.get("multi_query") else int(_get(cfg, "num_key_value_heads", default=heads))
     experts = int(_get(cfg, "n_routed_experts", "num_local_experts", "num_experts", default=0))
     moe_inter = int(_get(cfg, "moe_intermediate_size", "intermediate_size", default=0))
+    moe_layers = _moe_layers(cfg, layers, experts)
+    # Llama 4: intermediate_size is the experts' width, intermediate_size_mlp the dense layers'
+    dense_key = "intermediate_size_mlp" if moe_layers < layers else "intermediate_size"
     return _Shape(
         arch=arch,
         layers=layers,
@@ -166,16 +175,16 @@ def _shape(cfg: dict[str, Any]) -> _Shape:
         kv_heads=kv_heads,
         head_dim=int(_get(cfg, "head_dim", default=hidden // heads)),
         vocab=int(cfg["vocab_size"]),
-        inter=int(_get(cfg, "intermediate_size", "n_inner", default=4 * hidden)),
+        inter=int(_get(cfg, dense_key, "intermediate_size", "n_inner", default=4 * hidden)),
         tied=bool(_get(cfg, "tie_word_embeddings", default=arch in _TIED_BY_DEFAULT)),
         gated=arch not in _UNGATED,
         attn_bias=bool(cfg.get("attention_bias") or arch in {"qwen2", "qwen2_moe"}),
         experts=experts,
         top_k=int(_get(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk", default=0)),
         moe_inter=moe_inter,
-        shared=int(_get(cfg, "n_shared_experts", default=0)),
+        shared=int(_get(cfg, "n_shared_experts", default=_SHARED_BY_DEFAULT.get(arch, 0))),
         shared_inter=int(_get(cfg, "shared_expert_intermediate_size", default=0)),
-        moe_layers=_moe_layers(cfg, layers, experts),
+        moe_layers=moe_layers,
         q_lora=int(_get(cfg, "q_lora_rank", default=0)),
         kv_lora=int(_get(cfg, "kv_lora_rank", default=0)),
         rope_dim=int(_get(cfg, "qk_rope_head_dim", default=0)),
@@ -268,6 +277,9 @@ def _sliding(cfg: dict[str, Any], s: _Shape) -> tuple[int, int]:
         return (window, n) if window and n else (0, 0)
     if not window or cfg.get("use_sliding_window") is False:
         return 0, 0
+    if s.arch == "llama4_text":  # chunked attention on the RoPE layers; every 4th (NoPE) is global
+        rope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(s.layers)]
+        return window, sum(1 for r in rope[: s.layers] if r)
     if s.arch == "gemma2":
         return window, (s.layers + 1) // 2  # even layers are local, odd layers global
     if s.arch.startswith("gemma3"):

@@ -9,6 +9,7 @@ from typing import Any
 
 from lair.fit.fit import Hardware, Layout, Runtime, fit
 from lair.fit.model_facts import ModelFacts
+from lair.fit.predict import EfficiencyRow, predict_for
 from lair.fit.rating import Measured, rate_row
 from lair.fit.roofline import decode_bound, prefill_bound
 
@@ -38,13 +39,23 @@ def fit_summary(
     concurrency: int = 1,
     measured: Iterable[Measured] = (),
     runtime: Runtime | None = None,
+    efficiencies: Iterable[EfficiencyRow] | None = None,
+    engine: str | None = None,
 ) -> dict[str, Any]:
-    """Fit, ceilings at the fitted context (batch 1 and ``concurrency``), and each measured row rated."""
+    """Fit, ceilings at the fitted context (batch 1 and ``concurrency``), and each measured row rated;
+    with ``efficiencies``, the predicted speed too (``prediction``: :mod:`lair.fit.predict`, rows of
+    ``engine``, None: any)."""
     res = fit(facts, hw, layout, context=context, concurrency=concurrency, runtime=runtime)
     ctx = res.context
     one = decode_bound(facts, hw, layout, context=ctx)
     many = decode_bound(facts, hw, layout, context=ctx, concurrency=concurrency)
     pre = prefill_bound(facts, hw, layout, prompt_tokens=ctx)
+    rows = list(efficiencies) if efficiencies is not None else None
+    guess = (
+        predict_for(facts, hw, layout, rows, context=ctx, concurrency=concurrency, engine=engine).as_dict()
+        if rows is not None
+        else None
+    )
     return {
         "ok": True,
         **res.as_dict(),
@@ -57,4 +68,5 @@ def fit_summary(
         "hardware": _hardware_dict(hw),
         "model_facts": facts.as_dict(),
         "measured": [rate_row(facts, hw, layout, m).as_dict() for m in measured],
+        **({"prediction": guess} if guess is not None else {}),
     }

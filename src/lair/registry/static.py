@@ -27,6 +27,7 @@ def static_urls(db: str | None) -> list[str]:
         "/recipes.json",
         "/api/v1/openapi.json",
         "/api/v1/gpus",
+        "/api/v1/efficiencies",
         "/llms.txt",
         "/static/style.css",
     ]

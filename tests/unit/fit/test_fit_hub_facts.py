@@ -24,6 +24,9 @@ from lair.testing.cli import lair
 from lair.testing.hub_server import HubServer, serve_hub
 
 QWEN = "Qwen/Qwen3-30B-A3B"
+# The same repo under a name lair does not bundle: `lair fit` reads a bundled name from lair's own
+# table (no network), so the CLI tests of the Hub path name this one.
+HUB_ONLY = "acme/Qwen3-30B-A3B-copy"
 # huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json
 QWEN3_30B_A3B: dict[str, Any] = {
     "architectures": ["Qwen3MoeForCausalLM"],
@@ -130,6 +133,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
     QWEN_PARAMS = write_qwen3_repo(root / "qwen3")
     with serve_hub() as server:
         server.add_repo(QWEN, root / "qwen3")
+        server.add_repo(HUB_ONLY, root / "qwen3")
         yield server
 
 
@@ -172,18 +176,18 @@ def _env(hub: HubServer, cache: Path, **extra: str) -> dict[str, str]:
 
 def test_lair_fit_by_name_over_the_hub_then_offline(hub: HubServer, tmp_path: Path) -> None:
     """The issue's example, a real ``lair`` process, its settings from huggingface_hub's env names."""
-    cache, argv = tmp_path / "hf", (QWEN, "--gpu", "RTX 3090", "--gpus", "2", "--json")
+    cache, argv = tmp_path / "hf", (HUB_ONLY, "--gpu", "RTX 3090", "--gpus", "2", "--json")
     before = len(hub.sent)
     res = lair("fit", *argv, env=_env(hub, cache))
     assert res.returncode in (0, 1), res.stderr  # 1: does not fit (61 GB of BF16 on 2 x 24 GB)
     out = json.loads(res.stdout)
     assert max(s.body_bytes for s in hub.sent[before:]) < 1_000_000
-    local = read_model_facts(hub.repos[QWEN].folder).as_dict()
+    local = read_model_facts(hub.repos[HUB_ONLY].folder).as_dict()
     assert {k: v for k, v in out["model_facts"].items() if k not in ("name", "source")} == {
         k: v for k, v in local.items() if k not in ("name", "source")
     }
     src = out["model_source"]
-    assert (src["kind"], src["where"]) == ("hub", f"{QWEN}@{hub.repos[QWEN].commit}")
+    assert (src["kind"], src["where"]) == ("hub", f"{HUB_ONLY}@{hub.repos[HUB_ONLY].commit}")
     assert src["facts"]["n_experts"] == "config.json"
     assert src["facts"]["weight_bytes"].startswith("16 safetensors header(s)")
     # offline, warm cache: the same facts, no request
@@ -192,14 +196,29 @@ def test_lair_fit_by_name_over_the_hub_then_offline(hub: HubServer, tmp_path: Pa
     assert json.loads(res.stdout)["model_facts"]["weight_bytes"] == local["weight_bytes"], res.stderr
     assert len(hub.sent) == before
     text = lair("fit", *argv[:-1], env=_env(hub, cache, HF_HUB_OFFLINE="1")).stdout
-    assert f"facts from: hub {QWEN}@{hub.repos[QWEN].commit} (config.json; 16 safetensors" in text
+    assert f"facts from: hub {HUB_ONLY}@{hub.repos[HUB_ONLY].commit} (config.json; 16 safetensors" in text
 
 
 def test_offline_with_a_cold_cache_is_a_clean_error(hub: HubServer, tmp_path: Path) -> None:
     with pytest.raises(HubOfflineError, match=r"Qwen/Qwen3-30B-A3B: not in the local Hugging Face cache"):
         read_hub_facts(HubRef(QWEN), _access(hub, tmp_path / "cold", offline=True))
-    res = lair("fit", QWEN, "--gpu", "H200", env=_env(hub, tmp_path / "cold", HF_HUB_OFFLINE="1"))
+    res = lair("fit", HUB_ONLY, "--gpu", "H200", env=_env(hub, tmp_path / "cold", HF_HUB_OFFLINE="1"))
     assert res.returncode == 1 and "HF_HUB_OFFLINE" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_bundled_name_asks_no_hub_unless_a_revision_is_named(hub: HubServer, tmp_path: Path) -> None:
+    """Qwen3-30B-A3B is in lair's own table: online, with no local copy, `lair fit` reads it there and
+    sends nothing; naming a revision (or a GGUF file) reads the Hub."""
+    env, before = _env(hub, tmp_path / "hf"), len(hub.sent)
+    res = lair("fit", QWEN, "--gpu", "H200", "--json", env=env)
+    assert res.returncode == 0, res.stderr
+    src = json.loads(res.stdout)["model_source"]
+    assert src["kind"] == "bundled with lair"
+    assert src["where"] == f"config.json of {QWEN} at main, checked 2026-12-08"
+    assert len(hub.sent) == before
+    res = lair("fit", f"{QWEN}@main", "--gpu", "H200", "--json", env=env)
+    assert json.loads(res.stdout)["model_source"]["kind"] == "hub", res.stderr
+    assert len(hub.sent) > before
 
 
 def test_a_gated_repo_names_the_token(hub: HubServer, tmp_path: Path) -> None:

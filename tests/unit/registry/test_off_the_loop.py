@@ -125,7 +125,7 @@ def _reads(s: Site) -> None:
         "/models/tiny/matrix.json",
         f"{r}/compare", f"{r}/edit", f"{api}/diff?from=1&to=1", f"{api}.toml", f"{api}/placeholders",
         f"{api}/fit?gpu=H100", f"{api}/cost", "/publish", "/account", "/api/v1/me", "/api/v1/tokens",
-        "/api/v1/gpus", "/api/v1/health", "/api/v1/openapi.json", "/llms.txt",
+        "/api/v1/gpus", "/api/v1/health", "/api/v1/openapi.json", "/llms.txt", "/api/v1/efficiencies",
     ):  # fmt: skip
         s.ask("GET", url, 200, api=url.startswith("/api/"))
     s.ask("HEAD", "/api/v1/recipes?q=tiny", 200, api=True)

@@ -1,8 +1,9 @@
 """lair.fit on the registry: the fit widget (a catalog GPU and a count) and % of roofline per row.
 
 Model facts come from the recipe's own ``[meta.model_facts]`` (what ``lair push`` read where ``lair fit``
-reads, bounded and checked by the recipe model), else from the bundled table (``data/models.toml``): a
-registry never reads model folders named by a recipe (they would be paths on the server's own disk).
+reads, bounded and checked by the recipe model), else from the table bundled with lair
+(``lair/fit/models.toml``, :mod:`lair.fit.bundled_models`): a registry never reads model folders named by
+a recipe (they would be paths on the server's own disk).
 The recipe's facts (and its ``[meta.fit_layout]``) are its author's word: they size the fit widget and
 rate reported rows, which are the author's word too; an uploaded report is checked only against the
 bundled table (:func:`table_facts`, docs/registry-reports.md).
@@ -10,10 +11,7 @@ bundled table (:func:`table_facts`, docs/registry-reports.md).
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from lair.errors import FitError, Invalid
@@ -28,10 +26,10 @@ from lair.fit import (
     layout_from_recipe,
     rate_row,
 )
+from lair.fit.bundled_models import find_bundled
 from lair.fit.recipe_facts import recipe_facts, with_fit_layout
 from lair.fit.summary import fit_summary
 from lair.recipe import Recipe
-from lair.registry.service.facets import norm_key
 
 __all__ = [
     "facts_origin",
@@ -49,18 +47,6 @@ __all__ = [
 MAX_GPUS = 1024
 """Most GPUs one fingerprint may name (the fit widget's limit too)."""
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "models.toml"
-
-
-@cache
-def _models() -> dict[str, tuple[str, dict[str, Any]]]:
-    raw = tomllib.loads(DATA.read_text(encoding="utf-8"))["models"]
-    out: dict[str, tuple[str, dict[str, Any]]] = {}
-    for repo, entry in raw.items():
-        for name in (repo, *entry.get("aliases", [])):
-            out[norm_key(name) or name] = (repo, entry["config"])
-    return out
-
 
 def table_facts(recipe: Recipe) -> tuple[ModelFacts | None, str]:
     """The model's facts from the registry's own table (what uploaded reports are checked against),
@@ -68,9 +54,9 @@ def table_facts(recipe: Recipe) -> tuple[ModelFacts | None, str]:
     m = recipe.meta
     names = [m.model_repo, m.upstream_weights, recipe.model, recipe.served_model_name]
     for name in names:
-        hit = _models().get(norm_key(name) or "") if name else None
+        hit = find_bundled(name) if name else None
         if hit:
-            return facts_from_config(hit[1], hit[0]), ""
+            return facts_from_config(hit.config, hit.repo), ""
     shown = next((n for n in names if n), "this model")
     why = f"model facts unknown: the registry has no config for {shown}"
     if m.model_facts is not None:
@@ -109,13 +95,17 @@ def _hardware(name: str, count: int) -> Hardware:
         raise Invalid(exc.message, hint=exc.hint) from None
 
 
-def fit_for(recipe: Recipe, gpu: str, count: int, context: int | None = None) -> dict[str, Any]:
-    """The fit verdict, KV pool and max context of ``recipe`` on ``count`` x ``gpu``."""
+def fit_for(
+    recipe: Recipe, gpu: str, count: int, context: int | None = None, efficiencies: Any = None
+) -> dict[str, Any]:
+    """The fit verdict, KV pool and max context of ``recipe`` on ``count`` x ``gpu``; with
+    ``efficiencies`` (:class:`lair.fit.predict.EfficiencyRow`), the predicted speed of its engine."""
     facts, why = known_facts(recipe)
     hw = _hardware(gpu, count)
     if facts is None:
         return {"ok": False, "known": False, "reason": why, "gpu": hw.device.name, "gpus": count}
-    out = fit_summary(facts, hw, page_layout(recipe), context=context)
+    layout = page_layout(recipe)
+    out = fit_summary(facts, hw, layout, context=context, efficiencies=efficiencies, engine=recipe.engine)
     return {"known": True, "reason": "", "gpu": hw.device.name, "gpus": count} | out
 
 

@@ -22,6 +22,8 @@ __all__ = [
     "Diff",
     "DiffQuery",
     "Done",
+    "Efficiencies",
+    "EfficiencyRow",
     "Error",
     "FitQuery",
     "Gpus",
@@ -380,6 +382,30 @@ class SubmittedReport(BaseModel):
 class Gpus(BaseModel):
     ok: OK
     gpus: list[dict[str, Any]]
+
+
+class EfficiencyRow(BaseModel):
+    """A verified row as fractions of its roofline (:class:`lair.fit.predict.EfficiencyRow`)."""
+
+    id: str = Field(description="the row's id, slug@revision#id")
+    engine: str = Field(description="the engine of the row's recipe revision")
+    model_class: Literal["dense", "moe", "mla"]
+    weight_format: str = Field(description="the weight format of the registry's model facts, e.g. bf16, fp8")
+    decode: float | None = Field(description="decode tok/s / its roofline (aggregate at concurrency > 1)")
+    prefill: float | None = Field(description="prefill tok/s / its roofline")
+    decode_tok_s: float | None
+    decode_roofline_tok_s: float | None
+    gpu: str = Field(description="the GPUs of the report's fingerprint, e.g. 2x NVIDIA H100 80GB HBM3")
+    context: int
+    concurrency: int
+    link: str = Field(description="the row on its recipe page (a path on this registry)")
+    source: Literal["registry"]
+
+
+class Efficiencies(BaseModel):
+    ok: OK
+    count: int
+    rows: list[EfficiencyRow] = Field(description="every verified row the registry can rate, newest first")
 
 
 class Published(BaseModel):

@@ -159,6 +159,8 @@ OPERATIONS: tuple[Op, ...] = (
     Op("GET", FILES, "getReportLog", "a report's log as uploaded", None, "/reports/{id}/files/logs/{log}",
        s.ReportLogPath, **AS_FILE),
     Op("GET", "/api/v1/gpus", "listGpus", "the GPU catalog", s.Gpus),
+    Op("GET", "/api/v1/efficiencies", "listEfficiencies", "verified rows as fractions of their roofline",
+       s.Efficiencies, errors=()),
     Op("GET", "/api/v1/health", "getHealth", "whether the database answers", s.Health, errors=(Down,)),
     Op("GET", "/api/v1/openapi.json", "getOpenApi", "this document", errors=()),
 )

@@ -146,6 +146,7 @@ def _routes() -> list[Any]:
         Route("/reports/{name}", report_routes.report_page),
         Route("/reports/{rid}/files/{path:path}", report_routes.report_file),
         Route("/api/v1/gpus", r.gpus),
+        Route("/api/v1/efficiencies", r.efficiencies),
         Route("/api/v1/health", r.health),
         Route("/api/v1/openapi.json", r.openapi),
         Route("/llms.txt", r.llms),

@@ -48,6 +48,7 @@ __all__ = [
     "api_revision",
     "cost",
     "cost_json",
+    "efficiencies",
     "fit",
     "fit_json",
     "gpus",
@@ -214,14 +215,18 @@ def placeholders_json(request: Request) -> Response:
 
 
 def _fit(request: Request) -> tuple[read.RecipeRecord, dict[str, Any] | None]:
+    from lair.fit.efficiencies import bundled_rows
+    from lair.registry.service.efficiencies import efficiency_rows
+
     q = request.query_params
     with _conn(request) as conn:
         rec = read.get_recipe(conn, request.path_params["slug"])
-    if not q.get("gpu"):
-        return rec, None
+        if not q.get("gpu"):
+            return rec, None
+        rows = [*bundled_rows(), *efficiency_rows(conn, engine=rec.recipe.engine)]
     count = search.parse_int(q.get("gpus") or "1", "gpus", 1, 1024) or 1
     context = search.parse_int(q.get("context"), "context", 1, 10**9)
-    return rec, fit_for(rec.recipe, q["gpu"], count, context)
+    return rec, fit_for(rec.recipe, q["gpu"], count, context, efficiencies=rows)
 
 
 def fit(request: Request) -> Response:
@@ -263,6 +268,15 @@ def cost_json(request: Request) -> Response:
 
 async def gpus(request: Request) -> Response:
     return json_response({"ok": True, "gpus": gpu_choices()})
+
+
+def efficiencies(request: Request) -> Response:
+    """The verified rows as efficiencies (what ``lair fit --predict --registry`` learns from)."""
+    from lair.registry.service.efficiencies import efficiency_rows
+
+    with _conn(request) as conn:
+        rows = [r.as_dict() for r in efficiency_rows(conn)]
+    return json_response({"ok": True, "count": len(rows), "rows": rows})
 
 
 def _health(engine: Engine) -> Response:
