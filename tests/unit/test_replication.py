@@ -153,3 +153,21 @@ def test_since_takes_dates_times_and_ages() -> None:
     assert parse_since("12h", now) == datetime(2026, 12, 10, tzinfo=UTC)
     with pytest.raises(ConfigError, match="not a date"):
         parse_since("last week")
+
+
+def test_a_load_cell_is_compared_on_its_rate_throughput_and_median_latencies_within_ten_percent() -> None:
+    from lair.replication import NOT_REPRODUCED, compare_load
+
+    theirs = {"achieved_rate": 4.0, "output_tok_s": 120.0, "ttft_ms": {"p50": 50.0, "p99": 90.0}}
+    theirs |= {"tpot_ms": {"p50": 2.0, "p99": 6.0}}
+    yours = {"achieved_rate": 4.3, "output_tok_s": 133.0, "ttft_ms": {"p50": 45.5}, "tpot_ms": {"p50": 20.0}}
+    got = {c.metric: c for c in compare_load(theirs, yours)}
+    assert list(got) == ["achieved_rate", "output_tok_s", "ttft_ms_p50", "tpot_ms_p50"]
+    # bands by hand: value x 0.9 .. value x 1.1
+    assert (got["achieved_rate"].band.low, got["achieved_rate"].band.high) == pytest.approx((3.6, 4.4))
+    assert [got[k].inside for k in got] == [True, False, True, False]  # 133 > 132; 20 > 2.2
+    assert got["tpot_ms_p50"].delta_pct == pytest.approx(900.0)
+    assert verdict(list(got.values())) == NOT_REPRODUCED
+    missing = compare_load(theirs, None)  # the new run has no such cell (its sweep stopped sooner)
+    assert [c.yours for c in missing] == [None] * 4 and verdict(missing) == NOT_REPRODUCED
+    assert [c.metric for c in compare_load({"achieved_rate": 2.0, "ttft_ms": None}, {})] == ["achieved_rate"]

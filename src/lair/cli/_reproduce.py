@@ -13,6 +13,14 @@
                               repeats spread wider than the row's band: no verdict, no upload
     submit (--submit)         the report uploaded with ?replicates=ROW: the registry's own verdict
 
+A load report (open-loop rate cells or a sweep, no speed rows: ``SLUG@REV#report-ID``, or the newest
+such report when the recipe has no speed row) runs again with its report's load options (rates,
+arrival, seed, requests, sweep, SLO); each of its cells is compared, by context and offered rate,
+on :data:`lair.replication.LOAD_METRICS` within :data:`~lair.replication.LOAD_FLOOR`. A cell the new
+run lacks (its sweep stopped sooner) is not reproduced. Warm multi-turn cells are not compared.
+With ``--submit`` such a run is uploaded as a report of its own (the registry links replication
+attempts to speed rows only).
+
 Every step reuses the command that owns it (``lair pull``'s
 :func:`lair.launch.pulled.pull_revision`, ``lair fit``'s :func:`fit_recipe`, ``lair launch``'s request
 and report); nothing here re-implements them.
@@ -38,6 +46,7 @@ from lair.replication import (
     RecipeRef,
     RowRef,
     compare,
+    compare_load,
     verdict,
 )
 
@@ -70,15 +79,22 @@ _BENCH_KEYS = (
 )  # fmt: skip
 """The bench options of the row's report run again as they were (the cells' definitions)."""
 
+_LOAD_KEYS = (
+    "rates", "arrival", "burstiness", "rate_requests", "sweep", "slo", "user_speed", "max_duration_s",
+    "max_requests", "max_open",
+)  # fmt: skip
+"""And those of a load report (its cells' schedule, bounds and SLO)."""
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 class RowOutcome(_Model):
-    row_id: str = Field(description="the row reproduced (SLUG@REV#ID)")
+    row_id: str = Field(description="the row reproduced (SLUG@REV#ID; a load cell: its report's id)")
     context: int
-    concurrency: int
+    concurrency: int = Field(description="the cell's streams (a load cell: 0, open loop)")
+    offered_rate: float | None = Field(None, description="a load cell's offered rate, requests per second")
     outcome: str = Field(description="replicated, not-reproduced or inconclusive, by lair.replication's rule")
     figures: list[dict[str, Any]] = Field(description="theirs, yours, delta_pct, band, inside per figure")
 
@@ -117,6 +133,9 @@ class Theirs:
     stats: dict[str, Any] | None = None
     options: dict[str, Any] = field(default_factory=dict)
     fingerprint: dict[str, Any] = field(default_factory=dict)
+    load: list[dict[str, Any]] = field(default_factory=list)
+    """A load report's rate cells as the registry recomputed them (each with its ``context``); the
+    ``row`` then stands for the report (its context the largest, concurrency 1)."""
 
 
 @dataclass
@@ -131,6 +150,17 @@ class Options:
     skip_fit: bool = False
     gpu: str | None = None
     gpus: int | None = None
+
+
+def _load_report(doc: dict[str, Any], ref: RecipeRef) -> dict[str, Any] | None:
+    """The load report a reference names (``#report-ID``), or with no row or report named the newest
+    load report of the document's revision; None when there is none."""
+    if ref.row is not None:
+        return None
+    groups = doc.get("load") or []
+    if ref.report is not None:
+        return next((g for g in groups if g["report_id"] == ref.report), None)
+    return next((g for g in groups if g["revision"] == doc["revision"]), None)
 
 
 def _pick(doc: dict[str, Any], ref: RecipeRef) -> list[dict[str, Any]]:
@@ -165,6 +195,9 @@ def resolve(client: Any, ref: RecipeRef) -> tuple[dict[str, Any], list[Theirs], 
     from lair.report.raw_cells import cell_stats
 
     doc = client.recipe(ref.slug, ref.revision)
+    load = _load_report(doc, ref)
+    if load is not None and not _has_rows(doc, ref):
+        return _resolve_load(client, ref, doc, load)
     rows = _pick(doc, ref)
     if rows[0]["revision"] != doc["revision"]:
         doc = client.recipe(ref.slug, int(rows[0]["revision"]))
@@ -188,6 +221,33 @@ def resolve(client: Any, ref: RecipeRef) -> tuple[dict[str, Any], list[Theirs], 
         else RowRef(slug, rev, report=rows[0]["report_id"])
     )
     return doc, out, link
+
+
+def _has_rows(doc: dict[str, Any], ref: RecipeRef) -> bool:
+    rows = [m for m in doc.get("measurements") or [] if not m.get("retracted") and m.get("report_id")]
+    if ref.report is not None:
+        return any(m["report_id"] == ref.report for m in rows)
+    return any(m["revision"] == doc["revision"] for m in rows)
+
+
+def _resolve_load(
+    client: Any, ref: RecipeRef, doc: dict[str, Any], group: dict[str, Any]
+) -> tuple[dict[str, Any], list[Theirs], RowRef]:
+    """:func:`resolve` for a load report: one :class:`Theirs` standing for the report, its cells."""
+    if group["revision"] != doc["revision"]:
+        doc = client.recipe(ref.slug, int(group["revision"]))
+    results = json.loads(client.report_file(group["report_id"], "results.json"))
+    bench = results.get("bench") or {}
+    cells = [c | {"context": g["context"]} for g in group["contexts"] for c in g["cells"]]
+    if not cells:
+        raise ConfigError(
+            f"{ref.slug}@{doc['revision']}#report-{group['report_id']} has no open-loop cell to reproduce",
+            hint="warm multi-turn cells are not reproduced; pick a report with rate cells or a sweep",
+        )
+    stand_in = {"context": max(int(c["context"]) for c in cells), "concurrency": 1}
+    stand_in |= {"revision": int(doc["revision"]), "report_id": group["report_id"]}
+    theirs = Theirs(stand_in, None, bench.get("options") or {}, results.get("fingerprint") or {}, cells)
+    return doc, [theirs], RowRef(ref.slug, int(doc["revision"]), report=group["report_id"])
 
 
 def _cpu_only(recipe: Any) -> bool:
@@ -270,8 +330,12 @@ def bench_options(targets: list[Theirs], opts: Options) -> Any:
     from lair.bench import BenchOptions
 
     known = {f.name for f in fields(BenchOptions)}
-    given = {k: v for k, v in targets[0].options.items() if k in _BENCH_KEYS and k in known}
-    contexts = sorted({int(t.row["context"]) for t in targets})
+    keys = _BENCH_KEYS + (_LOAD_KEYS if targets[0].load else ())
+    given = {k: v for k, v in targets[0].options.items() if k in keys and k in known}
+    if targets[0].load:
+        contexts = sorted({int(c["context"]) for c in targets[0].load})
+    else:
+        contexts = sorted({int(t.row["context"]) for t in targets})
     concurrency = sorted({int(t.row["concurrency"]) for t in targets})
     # held to the command line's limits (lair.bench.OPTION_LIMITS): a ConfigError names the option
     bench = BenchOptions(contexts=contexts, concurrency=concurrency, progress=err, **given)
@@ -292,6 +356,27 @@ def compare_rows(slug: str, targets: list[Theirs], cells: list[dict[str, Any]]) 
                 row_id=str(RowRef(slug, int(t.row["revision"]), int(t.row["id"]))),
                 context=key[0],
                 concurrency=key[1],
+                outcome=verdict(comps),
+                figures=[c.as_dict() for c in comps],
+            )
+        )
+    return out
+
+
+def compare_load_cells(link: RowRef, theirs: Theirs, section: dict[str, Any] | None) -> list[RowOutcome]:
+    """Each published load cell against the new run's cell of the same context and offered rate
+    (``section``: the new run's ``load`` section; None or no such cell: not reproduced)."""
+    mine = {(int(c["context"]), float(c["offered_rate"])): c for c in (section or {}).get("cells") or []}
+    out = []
+    for cell in theirs.load:
+        key = (int(cell["context"]), float(cell["offered_rate"]))
+        comps = compare_load(cell, mine.get(key))
+        out.append(
+            RowOutcome(
+                row_id=str(link),
+                context=key[0],
+                concurrency=0,
+                offered_rate=key[1],
                 outcome=verdict(comps),
                 figures=[c.as_dict() for c in comps],
             )
@@ -401,7 +486,10 @@ def reproduce(client: Any, ref: RecipeRef, opts: Options) -> Outcome:
     out.report = str(report)
     out.engine = {"theirs": _engine(theirs_fp), "yours": _engine(mine_fp)}
     out.image = {"theirs": _digests(theirs_fp), "yours": _digests(mine_fp), "pinned": pinned}
-    out.rows = compare_rows(ref.slug, targets, result.as_dict()["cells"])
+    if targets[0].load:
+        out.rows = compare_load_cells(link, targets[0], result.as_dict().get("load"))
+    else:
+        out.rows = compare_rows(ref.slug, targets, result.as_dict()["cells"])
     out.outcome = overall(out.rows)
     if (failure := result.failure()) is not None:
         out.ok = False
@@ -410,8 +498,8 @@ def reproduce(client: Any, ref: RecipeRef, opts: Options) -> Outcome:
     if opts.submit:
         from lair.errors import RegistryError
 
-        try:
-            out.submitted = submit_report(report, client, str(link))
+        try:  # a load report is no speed row's replication attempt: uploaded as a report of its own
+            out.submitted = submit_report(report, client, None if targets[0].load else str(link))
         except RegistryError as exc:  # refused or unreachable: the comparison still stands, the report stays
             raise _Stopped(out, exc) from None
     return out

@@ -117,7 +117,8 @@ def render(out: Any) -> str:
             d = "—" if f["delta_pct"] is None else f"{f['delta_pct']:+.1f}%"
             where = "—" if f["inside"] is None else "inside" if f["inside"] else "OUTSIDE"
             band = f"{_num(b['low'])} .. {_num(b['high'])}"
-            cell = f"{r.context} x{r.concurrency}"
+            rate = r.offered_rate
+            cell = f"{r.context} x{r.concurrency}" if rate is None else f"{r.context} @ {rate:g}/s"
             rows.append([r.row_id, cell, f["label"], _num(f["theirs"]), band, _num(f["yours"]), d, where])
     lines = [text_table(head, rows), ""]
     lines.append(f"engine: theirs {out.engine.get('theirs', '?')}; yours {out.engine.get('yours', '?')}")

@@ -224,6 +224,61 @@ def test_a_slowed_rig_is_not_reproduced_with_the_delta(
     assert shown_on_page in page and f"decode {link['delta_pct']:+.1f}%" in page
 
 
+LOAD = ["--bench", "--bench-contexts", "256", "--bench-decode-tokens", "32", "--bench-rate", "4"]
+LOAD += ["--bench-rate-requests", "16"]
+
+
+def test_a_load_report_is_reproduced_cell_by_cell_and_a_slowed_rig_moves_its_latency_not_its_rate(
+    registry: tuple[str, dict[str, str]], tmp_path: Path, lair_home: Path
+) -> None:
+    """An open-loop report (one rate cell, no speed rows) reproduced from its report id on a rig
+    whose llama.cpp oversubscribes the cores: the seeded schedule keeps the achieved rate inside its
+    band, the slowed decode puts TPOT p50 outside it, so the cell is not reproduced (exit 8); with
+    --submit the new run is stored as a load report of its own."""
+    import urllib.request
+
+    base, env = registry
+    recipe = _threads_copy(tmp_path)
+    pushed = lair("push", str(recipe), "-y", "--json", env=env)
+    assert pushed.returncode == 0, pushed.stderr
+    first = lair("launch", str(recipe), *LOAD, "--submit", "--json", env=env, timeout=240)
+    assert first.returncode == 0, first.stderr
+    report_id = json.loads(first.stdout)["submitted"]["id"]
+    with urllib.request.urlopen(f"{base}/api/v1/recipes/tiny-cpu-threads.json") as r:
+        doc = json.loads(r.read())
+    assert doc["measurements"] == []  # an open-loop run has no speed row
+    ((group,),) = [[c for c in g["contexts"] if c["cells"]] for g in doc["load"]]
+    (theirs,) = group["cells"]
+    assert lair("rig", "set", "slow-rig", "THREADS=32").returncode == 0
+    ref = f"tiny-cpu-threads@1#report-{report_id}"
+    args = [ref, "-y", "--rig", "slow-rig", "--dir", str(tmp_path / "slow"), "--submit", "--json"]
+    res = _submitted_until_accepted(args, env)
+    assert res.returncode == 8, res.stderr
+    out = json.loads(res.stdout)
+    (row,) = out["rows"]
+    assert (row["row_id"], row["context"], row["offered_rate"], row["outcome"]) == (
+        ref,
+        256,
+        4.0,
+        "not-reproduced",
+    )
+    figures = {f["metric"]: f for f in row["figures"]}
+    assert set(figures) == {"achieved_rate", "output_tok_s", "ttft_ms_p50", "tpot_ms_p50"}
+    rate, tpot = figures["achieved_rate"], figures["tpot_ms_p50"]
+    assert rate["theirs"] == pytest.approx(theirs["achieved_rate"]) and rate["inside"] is True
+    assert (rate["band"]["low"], rate["band"]["high"]) == pytest.approx(
+        (theirs["achieved_rate"] * 0.9, theirs["achieved_rate"] * 1.1)
+    )  # +-10% of the registry's recomputed figure (no repeats in an open-loop cell)
+    assert tpot["theirs"] == pytest.approx(theirs["tpot_ms"]["p50"])
+    assert tpot["inside"] is False and tpot["yours"] > tpot["band"]["high"]
+    ran = json.loads((Path(out["report"]) / "results.json").read_text())["bench"]
+    assert ran["load"]["cells"][0]["tpot_ms"]["p50"] == pytest.approx(tpot["yours"])
+    assert (ran["options"]["rates"], ran["options"]["rate_requests"]) == ([4.0], 16)  # their schedule
+    with urllib.request.urlopen(f"{base}/api/v1/recipes/tiny-cpu-threads.json") as r:
+        after = json.loads(r.read())
+    assert {g["report_id"] for g in after["load"]} == {report_id, out["submitted"]["id"]}
+
+
 VLLM = Path(__file__).resolve().parents[3] / "examples" / "tiny-vllm-cpu" / "recipe.toml"
 VLLM_BENCH = ["--bench", "--bench-contexts", "128", "--bench-decode-tokens", "16", "--bench-repeat", "2"]
 
