@@ -289,17 +289,35 @@ class NetnsNodes:
         _wait_docker(node, deadline_s=60)
 
     def load_image(self, tag: str, nodes: Sequence[TestNode] | None = None) -> None:
-        """``docker save TAG | docker load`` into each node's own Docker engine."""
-        for node in nodes or self.nodes:
+        """``docker save TAG`` once, then ``docker load`` of that archive into each node's own Docker
+        engine at the same time (the 2.5 GB vLLM image: one save instead of one per node)."""
+        targets = list(nodes or self.nodes)
+        for node in targets:
             if not node.docker_host:
                 raise RuntimeError(f"{node.name} has no dockerd of its own (NetnsNodes(dockerd=True))")
-            save = subprocess.Popen(["docker", "save", tag], stdout=subprocess.PIPE)
-            env = {**os.environ, "DOCKER_HOST": node.docker_host}
-            load = subprocess.run(["docker", "load", "-q"], stdin=save.stdout, env=env, capture_output=True)
-            assert save.stdout is not None
-            save.stdout.close()
-            if save.wait() != 0 or load.returncode != 0:
-                raise RuntimeError(f"loading {tag} into {node.name}: {load.stderr.decode(errors='replace')}")
+        archive = self.base / "image.tar"
+        try:
+            saved = subprocess.run(["docker", "save", "-o", str(archive), tag], capture_output=True)
+            if saved.returncode != 0:
+                raise RuntimeError(f"docker save {tag}: {saved.stderr.decode(errors='replace')}")
+            loads = []
+            for node in targets:
+                env = {**os.environ, "DOCKER_HOST": str(node.docker_host)}
+                with archive.open("rb") as f:
+                    loads.append(
+                        (
+                            node,
+                            subprocess.Popen(
+                                ["docker", "load", "-q"], stdin=f, env=env, stderr=subprocess.PIPE
+                            ),
+                        )
+                    )
+            for node, load in loads:
+                _, stderr = load.communicate()
+                if load.returncode != 0:
+                    raise RuntimeError(f"loading {tag} into {node.name}: {stderr.decode(errors='replace')}")
+        finally:
+            archive.unlink(missing_ok=True)
 
     # -- internals -----------------------------------------------------------------------------
     def _client_key(self) -> None:
