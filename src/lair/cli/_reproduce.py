@@ -255,13 +255,13 @@ def _cpu_only(recipe: Any) -> bool:
 
 
 def _local_gpu() -> tuple[str, int] | None:
-    """The first GPU nvidia-smi names here, by its catalog id, and how many there are."""
-    from lair.fit.catalog import find_device_by_smi_name
+    """The first GPU nvidia-smi (or amd-smi) names here, by its catalog id, and how many there are."""
+    from lair.fit.catalog import find_device_by_gpu_name
     from lair.report.fingerprint import fingerprint
 
     gpus = fingerprint(Path.cwd()).get("gpus") or {}
     for name in gpus.get("models") or []:
-        dev = find_device_by_smi_name(str(name))
+        dev = find_device_by_gpu_name(str(name))
         if dev is not None:
             return dev.id, int(gpus.get("count") or 1)
     return None

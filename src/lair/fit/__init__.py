@@ -13,7 +13,14 @@
 Nothing here imports heavy packages at import time (GGUF reading imports ``gguf`` when used).
 """
 
-from lair.fit.catalog import Device, device_ids, find_device, find_device_by_smi_name, load_catalog
+from lair.fit.catalog import (
+    Device,
+    device_ids,
+    find_device,
+    find_device_by_gpu_name,
+    find_device_by_smi_name,
+    load_catalog,
+)
 from lair.fit.fit import FitResult, Hardware, Layout, Runtime, fit, runtime_overhead_bytes
 from lair.fit.kv import KvLayout, kv_layer_bytes
 from lair.fit.model_facts import ModelFacts, facts_from_config
@@ -38,6 +45,7 @@ __all__ = [
     "device_ids",
     "facts_from_config",
     "find_device",
+    "find_device_by_gpu_name",
     "find_device_by_smi_name",
     "find_in_hf_cache",
     "fit",

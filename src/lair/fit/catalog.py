@@ -3,8 +3,9 @@
 The data lives in ``catalog.toml`` beside this module (package data). :func:`find_device` matches a
 name the way people write it ("RTX PRO 6000", "rtx-pro-6000", "H200", "DGX Spark") and raises
 :class:`~lair.errors.FitError` with "did you mean" candidates when it cannot pick one.
-:func:`find_device_by_smi_name` takes only a name ``nvidia-smi`` prints (an entry's ``nvidia_smi``),
-whole: what a run report's fingerprint names is matched this way, never by a part of a name or a guess.
+:func:`find_device_by_gpu_name` takes only a name a driver tool prints (an entry's ``nvidia_smi``,
+``amd_smi`` or ``system_profiler``), whole: what a run report's fingerprint names is matched this
+way, never by a part of a name or a guess (:func:`find_device_by_smi_name` is its older name).
 """
 
 from __future__ import annotations
@@ -24,13 +25,18 @@ __all__ = [
     "Source",
     "device_ids",
     "find_device",
+    "find_device_by_gpu_name",
     "find_device_by_smi_name",
+    "gpu_names",
+    "is_amd_smi_name",
     "load_catalog",
     "pcie_gbs",
 ]
 
 GIB = 1 << 30
 _VENDOR_WORDS = ("nvidia", "geforce", "amd", "instinct", "apple")
+_TOOLS = ("nvidia_smi", "amd_smi", "system_profiler")
+"""The catalog fields of the names each driver tool prints, in the order they are matched."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,8 @@ class Source:
     title: str
     url: str
     figures: tuple[str, ...]
+    names: tuple[str, ...] = ()
+    """The driver-tool names (``amd_smi``, ``system_profiler``) this source shows a tool printing."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,10 @@ class Device:
     aliases: tuple[str, ...] = ()
     nvidia_smi: tuple[str, ...] = ()
     """The names ``nvidia-smi --query-gpu=name`` prints for this card (a fingerprint's spelling)."""
+    amd_smi: tuple[str, ...] = ()
+    """The names ``amd-smi static --asic`` prints as ``MARKET_NAME`` for this card."""
+    system_profiler: tuple[str, ...] = ()
+    """The names ``system_profiler SPDisplaysDataType`` prints as ``Chipset Model``."""
     notes: str = ""
     sources: tuple[Source, ...] = field(default=())
 
@@ -113,8 +125,11 @@ def _raw() -> dict[str, Any]:
 
 def _device(d: dict[str, Any]) -> Device:
     d = dict(d)
-    srcs = tuple(Source(s["title"], s["url"], tuple(s["figures"])) for s in d.pop("sources", []))
-    names = {"aliases": tuple(d.get("aliases", ())), "nvidia_smi": tuple(d.get("nvidia_smi", ()))}
+    srcs = tuple(
+        Source(s["title"], s["url"], tuple(s.get("figures", ())), tuple(s.get("names", ())))
+        for s in d.pop("sources", [])
+    )
+    names = {k: tuple(d.get(k, ())) for k in ("aliases", *_TOOLS)}
     return Device(**{**d, **names, "sources": srcs})
 
 
@@ -136,18 +151,34 @@ def _norm(name: str) -> str:
 
 
 def _keys(d: Device) -> list[str]:
-    return [_norm(k) for k in (d.id, d.name, *d.aliases, *d.nvidia_smi)]
+    return [_norm(k) for k in (d.id, d.name, *d.aliases, *gpu_names(d))]
 
 
 def _smi(name: str) -> str:
     return " ".join(name.split()).casefold()
 
 
-def find_device_by_smi_name(name: str) -> Device | None:
-    """The catalog device ``nvidia-smi`` calls ``name`` (whole, ignoring case and runs of spaces),
-    else None: no partial match, no vendor words dropped, no guess."""
+def gpu_names(d: Device) -> tuple[str, ...]:
+    """Every name a driver tool prints for ``d``: nvidia-smi's, amd-smi's, system_profiler's."""
+    return tuple(n for tool in _TOOLS for n in getattr(d, tool))
+
+
+def find_device_by_gpu_name(name: str) -> Device | None:
+    """The catalog device a driver tool (nvidia-smi, amd-smi, system_profiler) calls ``name``
+    (whole, ignoring case and runs of spaces), else None: no partial match, no vendor words
+    dropped, no guess."""
     q = _smi(name)
-    return next((d for d in load_catalog() if q in {_smi(n) for n in d.nvidia_smi}), None)
+    return next((d for d in load_catalog() if q in {_smi(n) for n in gpu_names(d)}), None)
+
+
+def is_amd_smi_name(name: str) -> bool:
+    """Whether amd-smi prints ``name`` for a catalog device (whole, as :func:`find_device_by_gpu_name`)."""
+    q = _smi(name)
+    return any(q in {_smi(n) for n in d.amd_smi} for d in load_catalog())
+
+
+find_device_by_smi_name = find_device_by_gpu_name
+"""The older name of :func:`find_device_by_gpu_name` (from when only nvidia-smi names were read)."""
 
 
 def find_device(name: str) -> Device:

@@ -249,10 +249,11 @@ def _needle_line(doc: dict[str, Any]) -> str:
 def _fingerprint_lines(fp: dict[str, Any]) -> list[str]:
     gpus = fp.get("gpus") or {}
     gpu = f"{gpus.get('count')} x {', '.join(gpus.get('models') or [])}" if gpus else "none found"
+    kit = f"ROCm {gpus.get('rocm')}" if gpus.get("vendor") == "amd" else f"CUDA {gpus.get('cuda')}"
     ram = fp.get("ram_bytes")
     image = fp.get("image") or {}
     return [
-        f"- GPU: {gpu}" + (f" (driver {gpus.get('driver')}, CUDA {gpus.get('cuda')})" if gpus else ""),
+        f"- GPU: {gpu}" + (f" (driver {gpus.get('driver')}, {kit})" if gpus else ""),
         f"- CPU: {(fp.get('cpu') or {}).get('model')} x {(fp.get('cpu') or {}).get('count')}",
         f"- RAM: {ram / 2**30:.1f} GiB" if ram else "- RAM: unknown",
         f"- OS: {fp.get('os')}, kernel {fp.get('kernel')}",

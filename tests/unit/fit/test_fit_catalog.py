@@ -8,7 +8,7 @@ import pytest
 
 from lair.errors import FitError
 from lair.fit import find_device, load_catalog
-from lair.fit.catalog import pcie_gbs
+from lair.fit.catalog import find_device_by_gpu_name, find_device_by_smi_name, gpu_names, pcie_gbs
 
 FIGURES = (
     "memory_gb",
@@ -66,6 +66,7 @@ def test_the_issue_s_devices_are_there() -> None:
         ("GeForce RTX 4090", "rtx-4090"),
         ("dgx spark", "dgx-spark"),
         ("MI300X", "mi300x"),
+        ("H20", "h20"),
     ],
 )
 def test_fuzzy_names(query: str, device_id: str) -> None:
@@ -100,5 +101,42 @@ def test_every_gpu_a_fingerprint_can_name_has_a_power_ceiling_and_floor() -> Non
     assert (tdp["h100-sxm"], tdp["h100-pcie"], tdp["h200"], tdp["b200"]) == (700, 350, 700, 1000)
     assert (tdp["rtx-4090"], tdp["rtx-pro-6000"]) == (450, 600)
     for d in load_catalog():
-        if d.nvidia_smi:
+        if d.kind == "gpu" and gpu_names(d):
             assert d.tdp_w and d.idle_w and 0 < d.idle_w < d.tdp_w, d.id
+
+
+def _key(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+def test_every_amd_smi_and_system_profiler_name_has_a_source_and_names_one_device() -> None:
+    """Each name a source shows amd-smi (or system_profiler) printing, or the table it prints from:
+    no name without one, no source naming another entry's card, no name on two entries."""
+    seen: dict[str, str] = {}
+    for d in load_catalog():
+        shown = {n for s in d.sources for n in s.names}
+        listed = {*d.amd_smi, *d.system_profiler}
+        assert listed <= shown, f"{d.id}: no source for {sorted(listed - shown)}"
+        assert shown <= listed, f"{d.id}: sources name {sorted(shown - listed)}, not its names"
+        for name in gpu_names(d):
+            assert seen.setdefault(_key(name), d.id) == d.id, f"{name!r}: {seen[_key(name)]} and {d.id}"
+            assert find_device_by_gpu_name(name) is d, name
+
+
+def test_amd_smi_names_and_only_those_name_amd_cards() -> None:
+    for name in ("AMD Instinct MI300X", "MI300X-O", "AMD Instinct MI300X VF"):
+        assert find_device_by_gpu_name(name).id == "mi300x", name  # type: ignore[union-attr]
+    assert find_device_by_gpu_name("AMD Instinct MI325X VF").id == "mi325x"  # type: ignore[union-attr]  # printed "Mi325X"
+    assert find_device_by_gpu_name("AMD  Instinct MI350X").id == "mi355x"  # type: ignore[union-attr]  # its faster sibling
+    assert find_device_by_gpu_name("Radeon 8060S Graphics").id == "strix-halo"  # type: ignore[union-attr]
+    # amd-smi prints none of these: the catalog's own name, an alias, a part of a name, libdrm's fallback
+    for name in ("MI300X", "AMD Instinct", "AMD Instinct MI300X OAM", "Radeon 8060S", "AMD Radeon Graphics"):
+        assert find_device_by_gpu_name(name) is None, name
+    assert find_device_by_smi_name is find_device_by_gpu_name  # the older name, still read
+
+
+def test_the_h20_is_the_china_hopper() -> None:
+    h20 = find_device_by_gpu_name("NVIDIA H20")
+    assert h20 is not None and h20.id == "h20"
+    assert (h20.memory_gb, h20.memory_bandwidth_gbs, h20.fp8_tflops, h20.bf16_tflops) == (96, 4000, 296, 148)
+    assert h20.tdp_w == 500  # the power limit nvidia-smi shows, above NVIDIA's 400 W TDP

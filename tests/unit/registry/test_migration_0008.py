@@ -69,7 +69,7 @@ def test_0008_re_tiers_verified_rows_by_the_physical_rule_and_back(db_url: str) 
         "cpu": ("reported-by-report", "no roofline: the fingerprint names no GPU"),
         "fake": (
             "reported-by-report",
-            "no roofline: no catalog GPU is called 'NVIDIA FAKE 9000' by nvidia-smi",
+            "no roofline: no catalog GPU is called 'NVIDIA FAKE 9000' by nvidia-smi or amd-smi",
         ),
     }
     assert facets == (150.0, 1)  # only the H100 row still counts as verified

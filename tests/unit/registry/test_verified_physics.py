@@ -140,7 +140,7 @@ def test_a_known_model_on_a_gpu_nvidia_smi_never_names_is_reported_by_report(wor
     assert r.status_code == 201, r.text
     (shown,) = _rows(world, LLAMA_SLUG)
     assert shown["tier"] == "reported-by-report"
-    assert shown["note"] == f"no roofline: no catalog GPU is called {gpu!r} by nvidia-smi"
+    assert shown["note"] == f"no roofline: no catalog GPU is called {gpu!r} by nvidia-smi or amd-smi"
     assert LLAMA_SLUG not in _verified_slugs(world)
 
 

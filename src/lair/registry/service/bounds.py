@@ -17,7 +17,8 @@ themselves, they are only not physically checked).
    and the ceiling of the GPUs: at least one GPU's ``idle_w`` (times the GPUs sampled, at most the
    fingerprint's count) and at most the fingerprint's GPUs' ``tdp_w`` x (1 + :data:`POWER_MARGIN`),
    figures of the catalog (:mod:`lair.fit.catalog`). Zero, negative, NaN or infinite watts, joules
-   per token or $/Mtok are refused; so is a GPU the catalog gives no power figures.
+   per token or $/Mtok are refused; so is a GPU the catalog gives no power figures, and a cell with no
+   energy figure (an AMD rig's: lair's bench samples NVIDIA GPUs only).
 """
 
 from __future__ import annotations
@@ -191,10 +192,11 @@ def power_reasons(
     where: str, cert: dict[str, Any], device: Device, gpus: int, reps: dict[int, list[dict[str, Any]]]
 ) -> list[str]:
     """Why the cell's energy figures (``cert``: the cell's certificate) are not within the physics of
-    ``gpus`` x ``device`` (see the module doc); [] when they are, or when it has no energy figure."""
+    ``gpus`` x ``device`` (see the module doc), or why it has none to hold; [] when they are."""
     energy = cert.get("energy")
     if not isinstance(energy, dict):
-        return []
+        why = "no energy figure (lair's bench samples NVIDIA GPUs only)"
+        return [f"{where}: {why}: its watts are not held to {gpus}x {device.name}'s"]
     bad = _figures(energy)
     if bad:
         return [f"{where}: {x}" for x in bad]

@@ -22,7 +22,7 @@ from lair.fit import (
     ModelFacts,
     facts_from_config,
     find_device,
-    find_device_by_smi_name,
+    find_device_by_gpu_name,
     layout_from_recipe,
     rate_row,
 )
@@ -120,35 +120,35 @@ def fingerprint_gpus(fp: Mapping[str, Any]) -> tuple[str, int] | None:
         return None
     count = gpus.get("count")
     n = count if isinstance(count, int) and not isinstance(count, bool) else len(models)
-    unknown = [m for m in models if find_device_by_smi_name(m) is None]
+    unknown = [m for m in models if find_device_by_gpu_name(m) is None]
     pick = unknown[0] if unknown else max(models, key=_bandwidth)
     return pick, n
 
 
 def _bandwidth(model: str) -> float:
-    dev = find_device_by_smi_name(model)
+    dev = find_device_by_gpu_name(model)
     return dev.memory_bandwidth_gbs if dev else 0.0
 
 
 def fingerprint_hardware(fp: Mapping[str, Any]) -> tuple[Hardware | None, str]:
-    """The catalog hardware a run report's fingerprint names (GPUs matched by their whole nvidia-smi
-    name), else None and why it cannot be physically checked."""
+    """The catalog hardware a run report's fingerprint names (GPUs matched by the whole name
+    nvidia-smi or amd-smi prints), else None and why it cannot be physically checked."""
     return roofline_hardware(fingerprint_gpus(fp), "fingerprint")
 
 
 def roofline_hardware(spec: tuple[str, int] | None, whose: str) -> tuple[Hardware | None, str]:
     """The catalog hardware of (GPU model, count), else None and why not (``whose`` names the source).
-    A fingerprint's GPU must be a name nvidia-smi prints for a catalog card, whole
-    (:func:`~lair.fit.find_device_by_smi_name`): a made-up, partial or hand-written name is never read
+    A fingerprint's GPU must be a name a driver tool prints for a catalog card, whole
+    (:func:`~lair.fit.find_device_by_gpu_name`): a made-up, partial or hand-written name is never read
     as some known card; the recipe's own GPU may be written loosely."""
     if spec is None:
         return None, f"no roofline: the {whose} names no GPU"
     if not 1 <= spec[1] <= MAX_GPUS:
         return None, f"no roofline: the {whose} counts {spec[1]} GPUs (1 to {MAX_GPUS})"
     if whose == "fingerprint":
-        dev = find_device_by_smi_name(spec[0])
+        dev = find_device_by_gpu_name(spec[0])
         if dev is None:
-            return None, f"no roofline: no catalog GPU is called {spec[0][:100]!r} by nvidia-smi"
+            return None, f"no roofline: no catalog GPU is called {spec[0][:100]!r} by nvidia-smi or amd-smi"
         return Hardware(dev, gpus=spec[1]), ""
     try:
         return Hardware(find_device(spec[0]), gpus=spec[1]), ""

@@ -20,8 +20,10 @@ roofline of its GPUs in :mod:`.verify`.
 Each cell's certificate (:func:`check_certificate`, written by :mod:`lair.bench.certificate`) must
 show a cold prefix cache (no hit tokens beyond the template's allowance, by the engine's counter or the
 responses) that agrees with the cell, a client that was not the bottleneck by its own numbers and by
-its verdict, and, on a rig whose fingerprint names GPUs, GPU samples during the cell with an energy
-figure and the driver and CUDA versions: otherwise the report is refused. Thermal or power
+its verdict, and, on a rig whose fingerprint names GPUs the bench samples (NVIDIA's), GPU samples
+during the cell with an energy figure and the driver and CUDA versions: otherwise the report is
+refused. An AMD rig's GPUs (read from amd-smi) have no telemetry in lair's bench: its cells are held
+to their roofline but, with no energy figure, never verified. Thermal or power
 throttling seen during a cell is no refusal: the row carries a note saying so. A report with no
 certificate at all (written before lair recorded one) is kept as it was checked before, at most
 ``reported-by-report``.
@@ -37,6 +39,7 @@ from typing import Any
 
 from lair.bench import definitions as d
 from lair.bench.aggregate import aggregate_cell
+from lair.fit.catalog import is_amd_smi_name
 from lair.report.raw_cells import timing_of  # one reading of a raw row, the client's and the registry's
 
 __all__ = [
@@ -323,9 +326,21 @@ class Certified:
     present: bool = True
 
 
+def _amd(gpus: dict[str, Any]) -> bool:
+    """An AMD rig: ``vendor`` "amd" and every GPU named as amd-smi names a catalog card (a fingerprint
+    that says "amd" beside NVIDIA names is held to NVIDIA's telemetry, never let off it)."""
+    models = gpus.get("models")
+    if gpus.get("vendor") != "amd" or not isinstance(models, list) or not models:
+        return False
+    return all(isinstance(m, str) and is_amd_smi_name(m) for m in models)
+
+
 def _gpu_count(fp: dict[str, Any] | None) -> int:
+    """The GPUs of the fingerprint that lair's bench samples (NVIDIA's, through NVML or nvidia-smi):
+    0 on an AMD rig (``vendor`` "amd", read from amd-smi), whose cells then carry no energy figure
+    and are never verified (:func:`.bounds.power_reasons`), but are not refused for it."""
     gpus = (fp or {}).get("gpus") or {}
-    n = gpus.get("count") if isinstance(gpus, dict) else None
+    n = gpus.get("count") if isinstance(gpus, dict) and not _amd(gpus) else None
     return int(n) if isinstance(n, int) and not isinstance(n, bool) else 0
 
 

@@ -393,6 +393,8 @@ class RecipeInfo(_Doc):
 
 
 class Gpus(_Doc):
+    vendor: _Name | None = None
+    """"amd" when amd-smi named the GPUs (lair's bench has no telemetry for them); else NVIDIA's."""
     count: Annotated[int, Field(ge=0, le=4096)] | None = None
     models: list[_Name] = Field(default_factory=list, max_length=64)
     memory: list[_Name] = Field(default_factory=list, max_length=4096)

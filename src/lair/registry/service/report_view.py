@@ -63,10 +63,11 @@ def rig_summary(fp: Mapping[str, Any]) -> list[tuple[str, str]]:
     image, digest = _image(fp)
     gpus = fp.get("gpus") if isinstance(fp.get("gpus"), Mapping) else {}
     ram = _get(fp, "ram_bytes")
+    amd = _get(gpus, "vendor") == "amd"  # read from amd-smi: a ROCm version, no CUDA
     rows = [
         ("GPUs", _gpu(fp) or "none (a CPU-only rig)"),
         ("driver", _get(gpus, "driver")),
-        ("CUDA", _get(gpus, "cuda")),
+        ("ROCm", _get(gpus, "rocm")) if amd else ("CUDA", _get(gpus, "cuda")),
         ("engine", _engine(fp)),
         ("image", image),
         ("image digest", digest),
