@@ -292,9 +292,12 @@ def cmd_seed(args: argparse.Namespace) -> int:
     from lair.registry.service.publish import seed_examples
 
     engine = make_engine(args.db)
-    migrate(engine)
-    with engine.begin() as conn:
-        added = seed_examples(conn)
+    try:
+        migrate(engine)
+        with engine.begin() as conn:
+            added = seed_examples(conn)
+    finally:
+        engine.dispose()
     dump_json({"ok": True, "added": added}) if args.json else err(
         f"seeded {len(added)} recipe(s): {', '.join(added) or '-'}"
     )
@@ -359,10 +362,14 @@ def cmd_user_add(args: argparse.Namespace) -> int:
         getpass.getpass("password (empty: token only): ") if sys.stdin.isatty() else ""
     )
     engine = make_engine(args.db)
-    migrate(engine)
-    with engine.begin() as conn:
-        uid = create_user(conn, args.name, password or None, admin=args.admin)
-        token = create_token(conn, uid, "cli", tuple(s.strip() for s in args.scopes.split(",") if s.strip()))
+    try:
+        migrate(engine)
+        with engine.begin() as conn:
+            uid = create_user(conn, args.name, password or None, admin=args.admin)
+            scopes = tuple(s.strip() for s in args.scopes.split(",") if s.strip())
+            token = create_token(conn, uid, "cli", scopes)
+    finally:
+        engine.dispose()
     if args.json:
         dump_json({"ok": True, "name": args.name, "admin": args.admin, "token": token})
     else:
