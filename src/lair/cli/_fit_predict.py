@@ -4,6 +4,8 @@ models ranked by it (the computation: :mod:`lair.fit.predict`, :mod:`lair.fit.ra
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from lair.cli._common import dump_json, err
@@ -67,14 +69,25 @@ def render_prediction(o: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _one(args: argparse.Namespace, name: str, hw: Any, layout: Any, rows: list[Any]) -> dict[str, Any]:
-    from lair.cli.fit_cmds import _recipe_and_facts
+@dataclass(frozen=True)
+class FitInputs:
+    """``lair fit``'s readers of its command line (:mod:`lair.cli.fit_cmds` passes them in: that
+    module calls this one, which must not import it back)."""
+
+    recipe_and_facts: Callable[[argparse.Namespace], tuple[Any, Any, Any]]
+    hardware: Callable[[argparse.Namespace, Any, int], Any]
+    layout: Callable[[argparse.Namespace, Any, Any], Any]
+
+
+def _one(
+    args: argparse.Namespace, name: str, hw: Any, layout: Any, rows: list[Any], inputs: FitInputs
+) -> dict[str, Any]:
     from lair.errors import FitError
     from lair.fit.ranking import RANK_CONTEXT, candidate, unknown_candidate
     from lair.fit.summary import fit_summary
 
     try:
-        _, facts, source = _recipe_and_facts(
+        _, facts, source = inputs.recipe_and_facts(
             argparse.Namespace(**{**vars(args), "model": name, "file": None})
         )
     except FitError as exc:
@@ -92,15 +105,14 @@ def _one(args: argparse.Namespace, name: str, hw: Any, layout: Any, rows: list[A
     return candidate(name, out) | {"model_source": {"kind": where["kind"], "where": where["where"]}}
 
 
-def ranking(args: argparse.Namespace) -> dict[str, Any]:
+def ranking(args: argparse.Namespace, inputs: FitInputs) -> dict[str, Any]:
     """The ranking document ``lair fit --rank ... --json`` prints."""
-    from lair.cli.fit_cmds import _hardware, _layout
     from lair.fit.ranking import RANK_CONTEXT, rank
 
-    layout = _layout(args, None, None)
-    hw = _hardware(args, None, layout.gpus * layout.dp)
+    layout = inputs.layout(args, None, None)
+    hw = inputs.hardware(args, None, layout.gpus * layout.dp)
     rows = efficiency_rows(args)
-    found = [_one(args, name, hw, layout, rows) for name in args.rank]
+    found = [_one(args, name, hw, layout, rows, inputs) for name in args.rank]
     return {
         "ok": True,
         "gpu": hw.device.name,
@@ -122,10 +134,10 @@ def _cells(c: dict[str, Any]) -> list[str]:
     return [rank, c["name"], c["verdict"], total, f"{s['expected']:,}", basis, c["why"]]
 
 
-def cmd_rank(args: argparse.Namespace) -> int:
+def cmd_rank(args: argparse.Namespace, inputs: FitInputs) -> int:
     from lair.table import text_table
 
-    doc = ranking(args)
+    doc = ranking(args, inputs)
     if args.json:
         dump_json(doc)
     else:

@@ -105,9 +105,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.list_models:
         return _list_models(args)
     if args.rank:
-        from lair.cli._fit_predict import cmd_rank
+        from lair.cli._fit_predict import FitInputs, cmd_rank
 
-        return cmd_rank(args)
+        return cmd_rank(args, FitInputs(_recipe_and_facts, _hardware, _layout))
     out = _summary(args)
     if args.json:
         dump_json(out)

@@ -7,9 +7,10 @@
 - TP=2 with the ``mp`` backend over two SSH netns nodes: ready, benched, stopped, nothing left in
   either node's network namespace (every process there but sshd is gone).
 
-Two of them are ``extended`` (``LAIR_TEST_EXTENDED=1``): native TP=2 over the nodes (the Docker test
-runs that layout on the same nodes in every run) and vLLM on Ray failing in start-up (2-3 min of
-vLLM start-up for what the faster launch tests check on other engines).
+Two of them are ``extended`` (``LAIR_TEST_EXTENDED=1``): native TP=2 over the nodes (the Slurm
+heterogeneous job runs TP=2 ``mp`` across the same two nodes in every run; the Docker layout of it
+is extended too) and vLLM on Ray failing in start-up (2-3 min of vLLM start-up for what the faster
+launch tests check on other engines).
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ def test_vllm_cold_run_is_not_a_cache_hit_and_a_warm_one_is_and_a_multi_turn_cel
     assert_clean(lair_home, run_id)
 
 
-@pytest.mark.extended  # TP=2 mp over the same two nodes runs in Docker in every run (the seed's layout)
+@pytest.mark.extended  # TP=2 mp over the same two nodes runs through Slurm in every run
 @pytest.mark.timeout(600)
 def test_vllm_tp2_mp_over_two_ssh_nodes_bench_and_stop(
     ssh_nodes: NetnsNodes, tiny_model: Path, vllm_venv: Path, lair_home: Path, tmp_path: Path

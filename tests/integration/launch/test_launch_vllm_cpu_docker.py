@@ -5,7 +5,10 @@ with ``docker build`` from this machine's Debian packages and the cached venv, s
 exists). Launched, doctored first, served, benchmarked and stopped: no container, no new Docker
 network and no process but sshd and dockerd is left on either node.
 
-PP=2 (5 min more, with vLLM's warm-up compile) is ``extended``: run with ``LAIR_TEST_EXTENDED=1``.
+Both layouts are ``extended`` (``LAIR_TEST_EXTENDED=1``; TP=2 about 4 min, PP=2 5 min more with
+vLLM's warm-up compile), to keep the default run under 35 minutes on 2 cores: its parts run there
+on their own, Docker over two SSH nodes in test_launch_e2e (the bundled llama.cpp image) and vLLM's
+TP=2 ``mp`` backend across two nodes in test_launch_vllm_cpu (a Slurm heterogeneous job).
 """
 
 from __future__ import annotations
@@ -69,9 +72,7 @@ def _netns_processes(node: str) -> list[str]:
 
 
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize(
-    "layout", [pytest.param(k, marks=[pytest.mark.extended] if k == "pp2" else []) for k in LAYOUTS]
-)
+@pytest.mark.parametrize("layout", [pytest.param(k, marks=[pytest.mark.extended]) for k in LAYOUTS])
 def test_vllm_cpu_in_docker_over_two_ssh_nodes_bench_and_stop(
     layout: str,
     ssh_nodes_docker: NetnsNodes,
