@@ -125,8 +125,9 @@ def build_server(client: Client | None = None) -> MCPServer:
     @server.tool(annotations=READ_ONLY)
     @guarded
     def fit_recipe(query: FitQuery) -> dict[str, Any]:
-        """Will the recipe fit on GPUS x GPU at a context: memory per GPU, KV pool, max context and
-        the speed ceilings, as the recipe page's fit widget shows them."""
+        """Will the recipe fit on GPUS x GPU at a context: memory per GPU, KV pool, max context, the
+        speed ceilings and the predicted speed with its p10-p90 band (`prediction`), as the recipe
+        page's fit widget shows them."""
         return api.fit(query.slug, query.gpu, query.gpus, query.context)
 
     @server.tool(annotations=READ_ONLY)

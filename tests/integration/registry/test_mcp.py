@@ -158,6 +158,8 @@ def test_an_agent_over_stdio_lists_the_tools_and_gets_the_registrys_answers(
     assert doc["toml"] == httpx.get(seeded.base + "/api/v1/recipes/tiny-cpu.toml").text
 
     assert _content(fit) == _api(seeded, "/api/v1/recipes/tiny-cpu/fit?gpu=H100&gpus=1")
+    decode = _content(fit)["prediction"]["decode_per_stream_tok_s"]  # fit and predict in one answer
+    assert 0 < decode["low"] <= decode["expected"] <= decode["high"]
 
     c = _content(cert)
     assert c["id"] == target["id"] and c["tier"] == target["tier"]
